@@ -146,7 +146,7 @@ interface ISwarmCoordinator {
     /// @notice The attestation window of the round is still open.
     /// @param round The round.
     /// @param settleableFromRound First round in which settle succeeds.
-    error SwarmCoordinatorAttestationWindowOpen(uint64 round, uint64 settleableFromRound);
+    error SwarmCoordinatorAttestationWindowOpen(uint64 round, uint256 settleableFromRound);
     /// @notice Nobody flagged the subject's batch of this round: there is nothing to settle.
     /// @param round The round.
     /// @param subject The subject.

@@ -225,8 +225,11 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @param round The round.
     /// @param subject The publishing peer.
     function settle(uint64 round, address subject) external whenNotPaused {
-        uint64 settleableFrom = round + _params.attestationWindowRounds + 1;
-        if (currentRound() < settleableFrom) revert SwarmCoordinatorAttestationWindowOpen(round, settleableFrom);
+        // uint256: a huge `round` must end in the error below, not in an overflow panic.
+        uint256 settleableFrom = uint256(round) + _params.attestationWindowRounds + 1;
+        if (currentRound() < settleableFrom) {
+            revert SwarmCoordinatorAttestationWindowOpen(round, settleableFrom);
+        }
         Verdict storage verdict = _verdicts[round][subject];
         if (verdict.settled) revert SwarmCoordinatorAlreadySettled(round, subject);
         uint32 flags = verdict.flags;
@@ -416,7 +419,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
 
     function _recordAttestation(Attestation calldata item, uint64 current, uint64 window) private {
         if (item.subject == msg.sender) revert SwarmCoordinatorSelfAttestation();
-        if (current > item.round + window) revert SwarmCoordinatorAttestationWindowClosed(item.round, current);
+        if (current > uint256(item.round) + window) revert SwarmCoordinatorAttestationWindowClosed(item.round, current);
         if (item.checked == 0 || item.agreed > item.checked) {
             revert SwarmCoordinatorInvalidCounts(item.checked, item.agreed);
         }
