@@ -1,0 +1,40 @@
+"""The node's chain layer: bindings to the SwarmCoordinator contract (no torch, no transformers).
+
+Modules, one concern each:
+
+- ``abi``           the committed ABI, its hash, regeneration from the forge build
+- ``errors``        the exception family (retryable or not); ``reverts``: one class per Solidity error
+- ``units``         ether amounts and times shown to humans
+- ``models``        typed ABI values: PeerInfo, Attestation, Verdict, Parameters, TxReceipt
+- ``rpc``           Web3 construction, error classification, retry with backoff
+- ``transactions``  nonce, gas, fees, local signing, receipts, revert recovery
+- ``client``        ``CoordinatorClient``: a typed method per contract function
+- ``eip712``        the protocol's typed data (Publish, RolloutBatch): hashing, signing, recovery
+- ``events``        typed events and a chunked log reader
+- ``rounds``        round arithmetic and round seeds from genesis
+- ``deployment``    the deployment record file; ``deploy``: deploying (and ``swarm-deploy``)
+
+The names below are importable from ``node.chain`` directly; they load on first use, so
+``python -m node.chain.abi`` and light users do not import the whole layer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "CoordinatorClient": "client", "Deployment": "deployment", "DeployConfig": "deploy",
+    "deploy_coordinator": "deploy", "Domain": "eip712", "ChainError": "errors", "ContractRevert": "errors",
+    "PermanentChainError": "errors", "RetryableChainError": "errors", "EventReader": "events",
+    "Attestation": "models", "Parameters": "models", "PeerInfo": "models", "PeerStatus": "models",
+    "TxReceipt": "models", "Verdict": "models", "RoundClock": "rounds", "round_seed": "rounds",
+    "RetryPolicy": "rpc", "connect": "rpc", "TransactionSender": "transactions",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'node.chain' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"node.chain.{_EXPORTS[name]}"), name)

@@ -1,0 +1,277 @@
+"""``CoordinatorClient``: one typed Python method per SwarmCoordinator function.
+
+Reads return typed values (``PeerInfo``, ``Verdict``, ``Parameters``, ints, bytes, addresses) and
+retry transient RPC failures; writes go through a :class:`TransactionSender` and return a
+:class:`TxReceipt` (hash, block, gas used) or raise a :class:`ChainError` (a revert arrives as the
+``ContractRevert`` subclass named after the Solidity error). Method names are the Solidity names in
+snake_case (``publishRolloutsFor`` -> ``publish_rollouts_for``, ``PUBLISH_TYPEHASH`` ->
+``publish_typehash``).
+
+    client = CoordinatorClient.connect("http://127.0.0.1:8545", deployment, account=account)
+    client.register("alice", stake_wei=10**18)
+    client.publish_rollouts(client.current_round(), digest, groups=8, completions=64, reward_sum=1234)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from web3 import Web3
+
+from node.chain.abi import load_abi
+from node.chain.deployment import Deployment
+from node.chain.eip712 import Domain, sign_publish
+from node.chain.errors import DeploymentFileError, MissingAccount
+from node.chain.models import (
+    ZERO_ADDRESS,
+    Attestation,
+    Parameters,
+    PeerInfo,
+    TxReceipt,
+    Verdict,
+    sort_attestations,
+)
+from node.chain.rounds import RoundClock
+from node.chain.rpc import RetryPolicy, call_with_retry, connect, endpoint_of
+from node.chain.transactions import TransactionSender
+
+_ZERO_HASH = bytes(32)
+
+
+class CoordinatorClient:
+    """Typed access to one deployed SwarmCoordinator, optionally as one account."""
+
+    def __init__(
+        self,
+        w3: Web3,
+        address: str,
+        *,
+        account: LocalAccount | None = None,
+        sender: TransactionSender | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+    ) -> None:
+        self.w3 = w3
+        self.address = to_checksum_address(address)
+        self.contract = w3.eth.contract(address=self.address, abi=load_abi())
+        self.retry = retry
+        if sender is None and account is not None:
+            sender = TransactionSender(w3, account, retry=retry)
+        self.sender = sender
+
+    @classmethod
+    def connect(
+        cls,
+        rpc_url: str,
+        deployment: Deployment | str,
+        *,
+        account: LocalAccount | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+    ) -> CoordinatorClient:
+        """A client over HTTP for a deployment record (checked against the RPC's chain) or an address."""
+        w3 = connect(rpc_url, timeout=timeout)
+        if isinstance(deployment, str):
+            return cls(w3, deployment, account=account, retry=retry)
+        client = cls(w3, deployment.coordinator, account=account, retry=retry)
+        client.check_deployment(deployment)
+        return client
+
+    def check_deployment(self, deployment: Deployment) -> None:
+        """Raises DeploymentFileError when the RPC's chain is not the deployment's."""
+        chain_id = self.chain_id
+        if chain_id != deployment.chain_id:
+            raise DeploymentFileError(
+                f"the deployment is for chain {deployment.chain_id} but {endpoint_of(self.w3)} serves chain "
+                f"{chain_id}: use the RPC of chain {deployment.chain_id} or the deployment file of this chain")
+
+    # -------------------------------------------------------------------------- chain context
+
+    @cached_property
+    def chain_id(self) -> int:
+        return int(self._rpc(lambda: self.w3.eth.chain_id, "reading the chain id"))
+
+    @cached_property
+    def domain(self) -> Domain:
+        """The EIP-712 domain (this chain, this coordinator)."""
+        return Domain(chain_id=self.chain_id, verifying_contract=self.address)
+
+    @cached_property
+    def clock(self) -> RoundClock:
+        """Round arithmetic of this deployment (genesis and duration are immutable)."""
+        return RoundClock(genesis=self.genesis(), duration=self.round_duration())
+
+    @property
+    def account_address(self) -> str | None:
+        return self.sender.address if self.sender else None
+
+    def chain_time(self) -> int:
+        """The latest block's timestamp (the contract's notion of now)."""
+        return int(self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time"))
+
+    def block_number(self) -> int:
+        return int(self._rpc(lambda: self.w3.eth.block_number, "reading the block number"))
+
+    def sign_publish(self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int) -> bytes:
+        """This account's EIP-712 ``Publish`` signature, for a sponsor's ``publish_rollouts_for``."""
+        account = self._sender().account
+        return sign_publish(account, self.domain, round=round, digest=digest, groups=groups,
+                            completions=completions, reward_sum=reward_sum)
+
+    # -------------------------------------------------------------------------- peers and stake
+
+    def register(self, name: str, stake_wei: int) -> TxReceipt:
+        """Registers this account as a peer named ``name`` (1-32 UTF-8 bytes) with ``stake_wei`` staked."""
+        return self.transact("register", name, value=stake_wei)
+
+    def add_stake(self, amount_wei: int) -> TxReceipt:
+        return self.transact("addStake", value=amount_wei)
+
+    def request_exit(self) -> TxReceipt:
+        return self.transact("requestExit")
+
+    def withdraw(self) -> TxReceipt:
+        return self.transact("withdraw")
+
+    def peer_info(self, peer: str) -> PeerInfo:
+        return PeerInfo.from_abi(self._call("peerInfo", to_checksum_address(peer)))
+
+    # -------------------------------------------------------------------------- rounds
+
+    def current_round(self) -> int:
+        return int(self._call("currentRound"))
+
+    def round_seed(self, round: int) -> bytes:
+        return bytes(self._call("roundSeed", round))
+
+    def genesis(self) -> int:
+        return int(self._call("genesis"))
+
+    def round_duration(self) -> int:
+        return int(self._call("roundDuration"))
+
+    def genesis_seed(self) -> bytes:
+        return bytes(self._call("genesisSeed"))
+
+    # -------------------------------------------------------------------------- publications
+
+    def publish_rollouts(
+        self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
+    ) -> TxReceipt:
+        """Commits this account's batch of ``round`` by its SHA-256 ``digest``; reward in milli-units."""
+        return self.transact("publishRollouts", round, digest, groups, completions, reward_sum)
+
+    def publish_rollouts_for(
+        self, peer: str, round: int, digest: bytes, groups: int, completions: int, reward_sum: int,
+        signature: bytes,
+    ) -> TxReceipt:
+        """Commits ``peer``'s batch with its ``Publish`` signature; this account pays the gas."""
+        return self.transact("publishRolloutsFor", to_checksum_address(peer), round, digest, groups,
+                             completions, reward_sum, signature)
+
+    def publication(self, round: int, peer: str) -> bytes | None:
+        """The digest ``peer`` published for ``round``, None if nothing."""
+        digest = bytes(self._call("publication", round, to_checksum_address(peer)))
+        return None if digest == _ZERO_HASH else digest
+
+    # -------------------------------------------------------------------------- attestations and disputes
+
+    def attest(self, items: Sequence[Attestation], *, sort: bool = True) -> TxReceipt:
+        """Records verdicts; sorted into the contract's (round, subject) order unless ``sort=False``."""
+        ordered = sort_attestations(items) if sort else list(items)
+        return self.transact("attest", [item.to_abi() for item in ordered])
+
+    def settle(self, round: int, subject: str) -> TxReceipt:
+        return self.transact("settle", round, to_checksum_address(subject))
+
+    def claim_slashed_funds(self) -> TxReceipt:
+        return self.transact("claimSlashedFunds")
+
+    def verdict(self, round: int, subject: str) -> Verdict:
+        return Verdict.from_abi(self._call("verdict", round, to_checksum_address(subject)))
+
+    def unclaimed_slashes(self) -> int:
+        return int(self._call("unclaimedSlashes"))
+
+    # -------------------------------------------------------------------------- views of the configuration
+
+    def parameters(self) -> Parameters:
+        return Parameters.from_abi(self._call("parameters"))
+
+    def paused(self) -> bool:
+        return bool(self._call("paused"))
+
+    def owner(self) -> str:
+        return str(self._call("owner"))
+
+    def pending_owner(self) -> str | None:
+        """The address a transfer of ownership waits for, None if none."""
+        pending = str(self._call("pendingOwner"))
+        return None if pending == ZERO_ADDRESS else pending
+
+    def treasury(self) -> str:
+        return str(self._call("treasury"))
+
+    def domain_separator(self) -> bytes:
+        return bytes(self._call("domainSeparator"))
+
+    def publish_typehash(self) -> bytes:
+        return bytes(self._call("PUBLISH_TYPEHASH"))
+
+    # -------------------------------------------------------------------------- administration (owner)
+
+    def set_min_stake(self, wei: int) -> TxReceipt:
+        return self.transact("setMinStake", wei)
+
+    def set_unbonding_period(self, seconds: int) -> TxReceipt:
+        return self.transact("setUnbondingPeriod", seconds)
+
+    def set_grace_rounds(self, rounds: int) -> TxReceipt:
+        return self.transact("setGraceRounds", rounds)
+
+    def set_attestation_window_rounds(self, rounds: int) -> TxReceipt:
+        return self.transact("setAttestationWindowRounds", rounds)
+
+    def set_slash_bps(self, bps: int) -> TxReceipt:
+        return self.transact("setSlashBps", bps)
+
+    def set_dispute_quorum(self, flags: int) -> TxReceipt:
+        return self.transact("setDisputeQuorum", flags)
+
+    def set_treasury(self, treasury: str) -> TxReceipt:
+        return self.transact("setTreasury", to_checksum_address(treasury))
+
+    def pause(self) -> TxReceipt:
+        return self.transact("pause")
+
+    def unpause(self) -> TxReceipt:
+        return self.transact("unpause")
+
+    def transfer_ownership(self, new_owner: str) -> TxReceipt:
+        return self.transact("transferOwnership", to_checksum_address(new_owner))
+
+    def accept_ownership(self) -> TxReceipt:
+        return self.transact("acceptOwnership")
+
+    # -------------------------------------------------------------------------- plumbing
+
+    def transact(self, function: str, *args: Any, value: int = 0, gas: int | None = None) -> TxReceipt:
+        """Sends a call of ``function`` (Solidity name) from this account; ``gas`` skips estimation."""
+        data = self.contract.encode_abi(function, args=list(args))
+        return self._sender().send(to=self.address, data=bytes.fromhex(data[2:]), value=value, gas=gas,
+                                   what=function)
+
+    def _call(self, function: str, *args: Any) -> Any:
+        bound = getattr(self.contract.functions, function)(*args)
+        return self._rpc(bound.call, f"reading {function}")
+
+    def _rpc(self, fn: Callable[[], Any], what: str) -> Any:
+        return call_with_retry(fn, what=what, endpoint=endpoint_of(self.w3), policy=self.retry)
+
+    def _sender(self) -> TransactionSender:
+        if self.sender is None:
+            raise MissingAccount("this client is read-only: give it an account (a key) to send transactions")
+        return self.sender

@@ -1,0 +1,313 @@
+"""Typed coordinator events and a chunked, adaptive ``eth_getLogs`` reader.
+
+Every event of the ABI has a record class named like it (``RolloutsPublished``...) whose fields are
+the event's arguments in snake_case plus where the log sits: ``block_number``, ``block_hash``,
+``tx_hash``, ``log_index``. Logs are decoded with the committed ABI (eth_abi), so the indexer and
+the node agree with the contract byte for byte.
+
+``EventReader.read(from_block, to_block, round=..., peer=...)`` fetches a block range in chunks of
+at most ``max_chunk`` blocks, halving a chunk whenever the RPC says a query returns too much, and
+filters by the indexed ``round`` and peer (``peer`` or ``subject``) topics on the node's side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
+from eth_utils import event_abi_to_log_topic, to_checksum_address
+from pydantic import Field
+from web3 import Web3
+from web3.exceptions import Web3RPCError
+
+from node.chain.abi import load_abi, snake_case
+from node.chain.errors import RpcError
+from node.chain.models import Address, Bytes32, FrozenModel, HashHex
+from node.chain.rpc import RetryPolicy, call_with_retry, endpoint_of, rpc_error_message
+
+_TOO_MUCH = ("more than", "too many", "limit exceeded", "response size", "range is too large",
+             "block range", "query timeout", "exceed maximum", "max results", "too large")
+
+
+class ChainEvent(FrozenModel):
+    """Common part of every decoded log."""
+
+    event: ClassVar[str] = ""
+    block_number: int
+    block_hash: HashHex
+    tx_hash: HashHex
+    log_index: int
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """Sort key: (block, log index)."""
+        return (self.block_number, self.log_index)
+
+
+class PeerRegistered(ChainEvent):
+    event = "PeerRegistered"
+    peer: Address
+    name: str
+    stake: int
+
+
+class StakeAdded(ChainEvent):
+    event = "StakeAdded"
+    peer: Address
+    amount: int
+    total_stake: int
+
+
+class ExitRequested(ChainEvent):
+    event = "ExitRequested"
+    peer: Address
+    withdrawable_at: int
+
+
+class Withdrawn(ChainEvent):
+    event = "Withdrawn"
+    peer: Address
+    amount: int
+
+
+class RolloutsPublished(ChainEvent):
+    event = "RolloutsPublished"
+    round: int
+    peer: Address
+    digest: Bytes32
+    groups: int
+    completions: int
+    reward_sum: int
+    relayer: Address | None = Field(description="Sponsor that sent it; None when the peer sent it itself.")
+
+
+class Attested(ChainEvent):
+    event = "Attested"
+    round: int
+    subject: Address
+    attester: Address
+    digest: Bytes32
+    checked: int
+    agreed: int
+    verified_reward_sum: int
+
+    @property
+    def is_flag(self) -> bool:
+        return self.agreed < self.checked
+
+
+class DisputeSettled(ChainEvent):
+    event = "DisputeSettled"
+    round: int
+    subject: Address
+    slashed: bool
+    amount: int
+    flags: int
+    agreements: int
+
+
+class ParametersChanged(ChainEvent):
+    event = "ParametersChanged"
+    name: str = Field(description="Parameter name (the bytes32 topic as text, e.g. 'minStake').")
+    value: int
+
+
+class Paused(ChainEvent):
+    event = "Paused"
+    account: Address
+
+
+class Unpaused(ChainEvent):
+    event = "Unpaused"
+    account: Address
+
+
+class OwnershipTransferStarted(ChainEvent):
+    event = "OwnershipTransferStarted"
+    previous_owner: Address
+    new_owner: Address
+
+
+class OwnershipTransferred(ChainEvent):
+    event = "OwnershipTransferred"
+    previous_owner: Address
+    new_owner: Address
+
+
+class TreasuryChanged(ChainEvent):
+    event = "TreasuryChanged"
+    treasury: Address
+
+
+class SlashedFundsClaimed(ChainEvent):
+    event = "SlashedFundsClaimed"
+    treasury: Address
+    amount: int
+
+
+EVENT_TYPES: dict[str, type[ChainEvent]] = {cls.event: cls for cls in ChainEvent.__subclasses__()}
+PROTOCOL_EVENTS: tuple[type[ChainEvent], ...] = (
+    PeerRegistered, StakeAdded, ExitRequested, Withdrawn, RolloutsPublished, Attested, DisputeSettled,
+    ParametersChanged,
+)
+
+# ------------------------------------------------------------------------------------------ decoding
+
+
+class _EventSpec:
+    """What decoding one event needs, derived from its ABI entry."""
+
+    def __init__(self, abi: dict[str, Any]) -> None:
+        self.name = abi["name"]
+        self.cls = EVENT_TYPES[self.name]
+        self.topic0 = bytes(event_abi_to_log_topic(abi))
+        self.inputs = [(snake_case(i["name"]), i["type"], i["indexed"]) for i in abi["inputs"]]
+        indexed = [name for name, _, is_indexed in self.inputs if is_indexed]
+        self.round_topic = indexed.index("round") + 1 if "round" in indexed else None
+        peer_names = [n for n in ("peer", "subject") if n in indexed]
+        self.peer_topic = indexed.index(peer_names[0]) + 1 if peer_names else None
+
+    def decode(self, log: Any) -> ChainEvent:
+        topics = iter(log["topics"][1:])
+        data_types = [t for _, t, is_indexed in self.inputs if not is_indexed]
+        data_values = iter(abi_decode(data_types, bytes(log["data"])))
+        fields = {}
+        for name, abi_type, is_indexed in self.inputs:
+            value = abi_decode([abi_type], bytes(next(topics)))[0] if is_indexed else next(data_values)
+            fields[name] = _python_value(self.name, name, abi_type, value)
+        return self.cls(block_number=log["blockNumber"], block_hash=bytes(log["blockHash"]),
+                        tx_hash=bytes(log["transactionHash"]), log_index=log["logIndex"], **fields)
+
+
+def _python_value(event: str, name: str, abi_type: str, value: Any) -> Any:
+    if abi_type == "address":
+        address = to_checksum_address(value)
+        if event == "RolloutsPublished" and name == "relayer" and int(address, 16) == 0:
+            return None
+        return address
+    if event == "ParametersChanged" and name == "name":
+        return value.rstrip(b"\0").decode("utf-8", "replace")
+    return value
+
+
+@lru_cache(maxsize=1)
+def _specs() -> dict[bytes, _EventSpec]:
+    return {spec.topic0: spec for spec in (_EventSpec(item) for item in load_abi() if item["type"] == "event")}
+
+
+def decode_log(log: Any) -> ChainEvent | None:
+    """The typed event of a coordinator log; None for a log this ABI does not know."""
+    topics = log["topics"]
+    spec = _specs().get(bytes(topics[0])) if topics else None
+    return spec.decode(log) if spec else None
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+class _RangeTooLarge(Exception):
+    """The RPC refused a getLogs range as too large (internal: triggers halving)."""
+
+
+class EventReader:
+    """Reads coordinator events over block ranges, in adaptive chunks."""
+
+    def __init__(self, w3: Web3, address: str, *, max_chunk: int = 2_000,
+                 retry: RetryPolicy = RetryPolicy()) -> None:
+        if max_chunk < 1:
+            raise ValueError("max_chunk must be at least 1")
+        self.w3 = w3
+        self.address = to_checksum_address(address)
+        self.max_chunk = max_chunk
+        self.retry = retry
+
+    def read(
+        self, from_block: int, to_block: int, *, events: Iterable[type[ChainEvent]] | None = None,
+        round: int | None = None, peer: str | None = None,
+    ) -> list[ChainEvent]:
+        """All matching events in ``[from_block, to_block]``, in chain order.
+
+        ``events`` restricts the types (default: all). With ``round``, only events indexed by round
+        (RolloutsPublished, Attested, DisputeSettled) can match; with ``peer``, only events indexed by
+        a peer or subject.
+        """
+        found = [event for chunk in self.iter_chunks(from_block, to_block, events=events, round=round,
+                                                     peer=peer) for event in chunk]
+        return found
+
+    def iter_chunks(
+        self, from_block: int, to_block: int, *, events: Iterable[type[ChainEvent]] | None = None,
+        round: int | None = None, peer: str | None = None,
+    ) -> Iterator[list[ChainEvent]]:
+        """The same events as ``read``, one sorted list per block chunk (for checkpointing callers)."""
+        queries = _topic_queries(_select(events, round, peer), round, peer)
+        if not queries or from_block > to_block:
+            return
+        start, size = from_block, self.max_chunk
+        while start <= to_block:
+            end = min(to_block, start + size - 1)
+            try:
+                logs = [log for topics in queries for log in self._get_logs(start, end, topics)]
+            except _RangeTooLarge as exc:
+                if end == start:
+                    raise RpcError(f"the RPC at {endpoint_of(self.w3)} refuses the logs of block {start} "
+                                   f"alone ({exc}); use an RPC without that limit") from None
+                size = max(1, (end - start + 1) // 2)
+                continue
+            decoded = (decode_log(log) for log in logs if not log.get("removed", False))
+            yield sorted({e.position: e for e in decoded if e is not None}.values(), key=lambda e: e.position)
+            start = end + 1
+
+    def _get_logs(self, start: int, end: int, topics: list[Any]) -> list[Any]:
+        params = {"address": self.address, "fromBlock": start, "toBlock": end, "topics": topics}
+
+        def fetch() -> list[Any]:
+            try:
+                return list(self.w3.eth.get_logs(params))
+            except Web3RPCError as exc:
+                message = rpc_error_message(exc)
+                lowered = message.lower()
+                if "rate" not in lowered and any(m in lowered for m in _TOO_MUCH):
+                    raise _RangeTooLarge(message) from exc
+                raise
+
+        return call_with_retry(fetch, what=f"reading logs of blocks {start}-{end}",
+                               endpoint=endpoint_of(self.w3), policy=self.retry)
+
+
+def _select(events: Iterable[type[ChainEvent]] | None, round: int | None, peer: str | None) -> list[_EventSpec]:
+    wanted = {cls.event for cls in events} if events is not None else set(EVENT_TYPES)
+    chosen = [s for s in _specs().values() if s.name in wanted]
+    if round is not None:
+        chosen = [s for s in chosen if s.round_topic is not None]
+    if peer is not None:
+        chosen = [s for s in chosen if s.peer_topic is not None]
+    return chosen
+
+
+def _topic_queries(specs: Sequence[_EventSpec], round: int | None, peer: str | None) -> list[list[Any]]:
+    """One topics filter per distinct (round position, peer position) among the chosen events."""
+    groups: dict[tuple[int | None, int | None], list[bytes]] = {}
+    for spec in specs:
+        key = (spec.round_topic if round is not None else None, spec.peer_topic if peer is not None else None)
+        groups.setdefault(key, []).append(spec.topic0)
+    queries = []
+    for (round_pos, peer_pos), topic0s in groups.items():
+        topics: list[Any] = [["0x" + t.hex() for t in topic0s]]
+        for position, value in ((round_pos, _word("uint64", round)), (peer_pos, _word("address", peer))):
+            if position is not None:
+                topics.extend([None] * (position + 1 - len(topics)))
+                topics[position] = value
+        queries.append(topics)
+    return queries
+
+
+def _word(abi_type: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if abi_type == "address":
+        value = to_checksum_address(value)
+    return "0x" + abi_encode([abi_type], [value]).hex()
