@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 WEI_PER_ETH = 10**18
 
 
 def format_eth(wei: int) -> str:
     """``1500000000000000000`` -> ``"1.5 ETH"`` (exact, no trailing zeros)."""
-    value = (Decimal(wei) / WEI_PER_ETH).normalize()
-    text = format(value, "f")
-    return f"{text} ETH"
+    with localcontext(prec=120):
+        value = (Decimal(wei) / WEI_PER_ETH).normalize()
+    return f"{format(value, 'f')} ETH"
 
 
 def parse_eth(text: str) -> int:
@@ -24,7 +24,8 @@ def parse_eth(text: str) -> int:
     elif cleaned.endswith("eth"):
         cleaned = cleaned[:-3].strip()
     try:
-        amount = Decimal(cleaned) * unit
+        with localcontext(prec=120):
+            amount = Decimal(cleaned) * unit
     except InvalidOperation:
         raise ValueError(f"not an amount of ether: {text!r} (examples: 0.5, 1 ETH, 1000 wei)") from None
     if amount < 0 or amount != amount.to_integral_value():

@@ -1,0 +1,3 @@
+"""Shared pytest setup: the local-chain fixtures (tests/chain_fixtures.py) are available to every test."""
+
+pytest_plugins = ["tests.chain_fixtures"]
