@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import requests
 from web3 import HTTPProvider, Web3
+from web3.types import RPCEndpoint
 from web3.exceptions import (
     BlockNotFound,
     ContractLogicError,
@@ -68,8 +69,15 @@ NO_RETRY = RetryPolicy(attempts=1)
 
 
 def connect(rpc_url: str, *, timeout: float = 10.0) -> Web3:
-    """A Web3 for an HTTP(S) JSON-RPC URL, with a request timeout and web3's own retries off."""
-    provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None)
+    """A Web3 for an HTTP(S) JSON-RPC URL, with a request timeout and web3's own retries off.
+
+    ``eth_chainId`` answers are cached (web3 asks for it before every call it validates); nothing
+    else is, so a reorg or an Anvil revert is never hidden by a cache.
+    """
+    provider = HTTPProvider(
+        rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None,
+        cache_allowed_requests=True, cacheable_requests={RPCEndpoint("eth_chainId")},
+    )
     return Web3(provider)
 
 

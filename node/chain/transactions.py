@@ -25,11 +25,11 @@ from eth_account.datastructures import SignedTransaction
 from eth_account.signers.local import LocalAccount
 from hexbytes import HexBytes
 from web3 import Web3
-from web3.exceptions import ContractLogicError, TransactionNotFound
+from web3.exceptions import TransactionNotFound
 
 from node.chain.errors import ChainError, ContractRevert, NonceConflict, ReceiptTimeout
 from node.chain.models import TxReceipt
-from node.chain.rpc import RetryPolicy, call_with_retry, endpoint_of, revert_from_web3
+from node.chain.rpc import RetryPolicy, call_with_retry, endpoint_of
 
 log = logging.getLogger(__name__)
 
@@ -187,14 +187,16 @@ class TransactionSender:
     def _replay_revert(self, request: dict[str, Any], receipt: Any, what: str) -> ContractRevert:
         tx_hash = receipt["transactionHash"].to_0x_hex()
         block = receipt["blockNumber"]
+        replay = {key: value for key, value in request.items() if key != "gas"}  # out-of-gas shows below
         try:
-            self._rpc(lambda: self.w3.eth.call(request, block - 1), f"{what}: replaying the reverted transaction")
+            self._rpc(lambda: self.w3.eth.call(replay, block - 1), f"{what}: replaying the reverted transaction")
         except ContractRevert as revert:
             return revert.with_context(now=self.chain_now(), tx_hash=tx_hash)
-        except ContractLogicError as exc:  # pragma: no cover - classify() turns these into ContractRevert
-            return revert_from_web3(exc).with_context(tx_hash=tx_hash)
+        except ChainError as exc:
+            return ContractRevert(reason=f"{what} reverted in block {block}; replaying it failed: {exc}",
+                                  tx_hash=tx_hash)
         if receipt["gasUsed"] >= request["gas"]:
-            reason = f"{what} ran out of gas (used all {receipt['gasUsed']})"
+            reason = f"{what} ran out of gas (it used all {receipt['gasUsed']} gas it was given)"
         else:
             reason = (f"{what} reverted in block {block}, but replaying it on the block before succeeds: "
                       "the state changed in between (another transaction in the same block?)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import json
+import socket
 import socketserver
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -49,36 +51,37 @@ def verdict_on(subject: CoordinatorClient, round: int, digest: bytes, *, flag: b
 
 
 class FlakyProxy:
-    """An HTTP proxy in front of a real RPC that fails the first requests in chosen ways.
+    """An HTTP proxy in front of a real RPC that fails chosen requests in chosen ways.
 
-    ``failures`` is consumed one per request: an HTTP status (e.g. 503, 429) is answered as such,
-    ``"drop"`` closes the connection without an answer; when it is empty, requests are forwarded.
+    ``plan`` maps a JSON-RPC method (or ``"*"`` for any) to the failures of its next requests, used
+    up one per request: an HTTP status (503, 429) is answered as such; ``"drop"`` closes the
+    connection unanswered; ``"lost"`` forwards the request, then closes without passing the answer
+    on (the node acted, the client never heard). Requests without a planned failure are forwarded.
     """
 
-    def __init__(self, target_url: str, failures: Sequence[int | str] = ()) -> None:
+    def __init__(self, target_url: str, plan: dict[str, list[int | str]] | None = None) -> None:
         self.target_url = target_url
-        self.failures = list(failures)
-        self.requests_seen = 0
+        self.plan = {method: list(failures) for method, failures in (plan or {}).items()}
+        self.seen: list[str] = []
         self._lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with proxy._lock:
-                    proxy.requests_seen += 1
-                    failure = proxy.failures.pop(0) if proxy.failures else None
-                if failure == "drop":
+                failure = proxy._next_failure(json.loads(body).get("method", ""))
+                if failure in ("drop", "lost"):
+                    if failure == "lost":
+                        proxy._forward(body)
                     self.close_connection = True
-                    self.connection.shutdown(2)
+                    self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if failure is not None:
                     self.send_response(int(failure))
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                upstream = requests.post(proxy.target_url, data=body,
-                                         headers={"Content-Type": "application/json"}, timeout=10)
+                upstream = proxy._forward(body)
                 self.send_response(upstream.status_code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(upstream.content)))
@@ -91,6 +94,17 @@ class FlakyProxy:
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _next_failure(self, method: str) -> int | str | None:
+        with self._lock:
+            self.seen.append(method)
+            for key in (method, "*"):
+                if self.plan.get(key):
+                    return self.plan[key].pop(0)
+        return None
+
+    def _forward(self, body: bytes) -> requests.Response:
+        return requests.post(self.target_url, data=body, headers={"Content-Type": "application/json"}, timeout=10)
 
     @contextmanager
     def running(self) -> Iterator[FlakyProxy]:
