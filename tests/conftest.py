@@ -1,3 +1,8 @@
 """Shared pytest setup: the local-chain fixtures (tests/chain_fixtures.py) are available to every test."""
 
+import warnings
+
+# web3 imports websockets' legacy module when first imported; nothing here uses websockets.
+warnings.filterwarnings("ignore", "websockets.legacy is deprecated", DeprecationWarning)
+
 pytest_plugins = ["tests.chain_fixtures"]
