@@ -3,11 +3,11 @@ funded dev accounts, chain-time control and per-test snapshot isolation.
 
 Fixtures (loaded for every test by tests/conftest.py):
 
-- ``anvil``          session: an Anvil on a free port (node_modules/.bin/anvil, or $ANVIL); its log is
-                     kept in .artifacts/anvil-<worker>.log and its tail is attached to failing tests
+- ``anvil``          session: an Anvil on a free port (node_modules/.bin/anvil, or $ANVIL); its
+                     log is kept in .artifacts/anvil-<worker>.log, its tail shown on failures
 - ``w3``             session: a Web3 on it
-- ``dev_accounts``   Anvil's ten dev accounts (10,000 ETH each): [0] deploys and owns the coordinator
-- ``deployment``     session: the coordinator deployed with ``TEST_CONFIG`` by ``deploy_coordinator``
+- ``dev_accounts``   Anvil's ten dev accounts (10,000 ETH each); [0] deploys, owns the contract
+- ``deployment``     session: coordinator deployed with ``TEST_CONFIG`` by ``deploy_coordinator``
 - ``chain``          per test: a :class:`ChainControl`; the chain is snapshotted before the test and
                      reverted after it, so tests never see each other's state (chain time included)
 - ``client_for``     per test: ``client_for(account)`` -> a fresh CoordinatorClient for that account
@@ -58,8 +58,14 @@ DEV_KEYS = (
 
 #: Deployment used by the tests: one-minute rounds, 1 ETH stake, half the stake slashed per dispute.
 TEST_CONFIG = DeployConfig(
-    round_duration=60, seed_input=b"swarm-tests".ljust(32, b"\0"), min_stake=1 * ETHER, unbonding_period=300,
-    grace_rounds=1, attestation_window_rounds=2, slash_bps=5000, dispute_quorum=2,
+    round_duration=60,
+    seed_input=b"swarm-tests".ljust(32, b"\0"),
+    min_stake=1 * ETHER,
+    unbonding_period=300,
+    grace_rounds=1,
+    attestation_window_rounds=2,
+    slash_bps=5000,
+    dispute_quorum=2,
 )
 #: Fast retries and receipt polling for a local chain.
 TEST_RETRY = RetryPolicy(attempts=3, initial_delay=0.05, max_delay=0.2)
@@ -98,11 +104,16 @@ class AnvilNode:
 
 def anvil_binary() -> str:
     """Path of the anvil executable; fails the test run with the fix when it is missing."""
-    candidate = os.environ.get("ANVIL") or (str(BIN_DIR / "anvil") if (BIN_DIR / "anvil").exists() else None)
+    candidate = os.environ.get("ANVIL") or (
+        str(BIN_DIR / "anvil") if (BIN_DIR / "anvil").exists() else None
+    )
     if candidate is None:
         candidate = shutil.which("anvil")
     if candidate is None:
-        pytest.fail("anvil not found (expected node_modules/.bin/anvil): run scripts/bootstrap", pytrace=False)
+        pytest.fail(
+            "anvil not found (expected node_modules/.bin/anvil): run scripts/bootstrap",
+            pytrace=False,
+        )
     return candidate
 
 
@@ -112,26 +123,46 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_anvil(log_path: Path, *, extra_args: tuple[str, ...] = (), startup_timeout: float = 20.0) -> AnvilNode:
+def start_anvil(
+    log_path: Path, *, extra_args: tuple[str, ...] = (), startup_timeout: float = 20.0
+) -> AnvilNode:
     """Starts Anvil on a free port, logging to ``log_path``; returns once it answers JSON-RPC."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    command = [anvil_binary(), "--host", "127.0.0.1", "--port", str(port), "--chain-id", str(CHAIN_ID),
-               "--accounts", str(len(DEV_KEYS)), "--balance", "10000", *extra_args]
+    command = [
+        anvil_binary(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chain-id",
+        str(CHAIN_ID),
+        "--accounts",
+        str(len(DEV_KEYS)),
+        "--balance",
+        "10000",
+        *extra_args,
+    ]
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     node = AnvilNode(process=process, port=port, log_path=log_path)
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             break
         try:
-            requests.post(node.url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1)
+            requests.post(
+                node.url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1
+            )
             return node
         except requests.RequestException:
             time.sleep(0.05)
     node.stop()
-    pytest.fail(f"anvil did not start on port {port} (log {log_path}):\n{node.log_tail()}", pytrace=False)
+    pytest.fail(
+        f"anvil did not start on port {port} (log {log_path}):\n{node.log_tail()}", pytrace=False
+    )
 
 
 _RUNNING: list[AnvilNode] = []  # the session's Anvil, for the failure report hook
@@ -149,12 +180,14 @@ def anvil() -> Iterator[AnvilNode]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Attaches the Anvil log's tail (and where the full log is) to a failing test that used the chain."""
+    """Attaches the Anvil log's tail (and the full log's path) to failing chain tests."""
     outcome = yield
     report = outcome.get_result()
     if report.failed and _RUNNING and "anvil" in getattr(item, "fixturenames", ()):
         node = _RUNNING[-1]
-        report.sections.append((f"anvil log, last lines (full log: {node.log_path})", node.log_tail()))
+        report.sections.append(
+            (f"anvil log, last lines (full log: {node.log_path})", node.log_tail())
+        )
 
 
 # ------------------------------------------------------------------------------------------ chain
@@ -162,15 +195,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="session")
 def contract_artifact() -> Path:
-    """The forge artifact of SwarmCoordinator, rebuilt (sources only) when older than the sources."""
+    """The forge artifact of SwarmCoordinator, rebuilt (src only) when older than the sources."""
     if artifact_is_stale():
         forge = BIN_DIR / "forge"
         if not forge.exists():
-            pytest.fail("contracts/out is missing or stale and forge is not installed: run scripts/bootstrap",
-                        pytrace=False)
+            pytest.fail(
+                "contracts/out is missing or stale and forge is not installed: run "
+                "scripts/bootstrap",
+                pytrace=False,
+            )
         env = dict(os.environ, PATH=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}")
-        result = subprocess.run([str(forge), "build", "--skip", "test", "--skip", "script"], cwd=REPO_ROOT,
-                                env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [str(forge), "build", "--skip", "test", "--skip", "script"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if result.returncode != 0:
             pytest.fail(f"forge build failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
     return FORGE_ARTIFACT_PATH
@@ -189,8 +231,14 @@ def dev_accounts() -> list[LocalAccount]:
 @pytest.fixture(scope="session")
 def deployment(w3: Web3, dev_accounts: list[LocalAccount], contract_artifact: Path) -> Deployment:
     """The coordinator, deployed once per session by the same function ``swarm-deploy`` runs."""
-    return deploy_coordinator(w3, dev_accounts[0], TEST_CONFIG, artifact_path=contract_artifact,
-                              out=ARTIFACTS_DIR / "deployment-test.json", retry=TEST_RETRY)
+    return deploy_coordinator(
+        w3,
+        dev_accounts[0],
+        TEST_CONFIG,
+        artifact_path=contract_artifact,
+        out=ARTIFACTS_DIR / "deployment-test.json",
+        retry=TEST_RETRY,
+    )
 
 
 class ChainControl:
@@ -233,7 +281,7 @@ class ChainControl:
         self.mine()
 
     def warp_to_round(self, round: int, offset: int = 1) -> None:
-        """Moves to ``offset`` seconds after the start of ``round`` (a round in the future or now)."""
+        """Moves to ``offset`` seconds into ``round`` (the current or a future round)."""
         self.warp_to(max(self.now(), self.round_start(round) + offset))
 
     def fund(self, address: str, wei: int) -> None:
@@ -260,11 +308,18 @@ def chain(w3: Web3, deployment: Deployment) -> Iterator[ChainControl]:
 
 
 @pytest.fixture
-def client_for(chain: ChainControl, w3: Web3, deployment: Deployment) -> Callable[..., CoordinatorClient]:
+def client_for(
+    chain: ChainControl, w3: Web3, deployment: Deployment
+) -> Callable[..., CoordinatorClient]:
     """``client_for(account=None)``: a fresh client (own nonce counter) on the test deployment."""
 
     def make(account: LocalAccount | None = None, **sender_options: object) -> CoordinatorClient:
-        options = {"retry": TEST_RETRY, "poll_interval": 0.01, "receipt_timeout": 10.0, **sender_options}
+        options = {
+            "retry": TEST_RETRY,
+            "poll_interval": 0.01,
+            "receipt_timeout": 10.0,
+            **sender_options,
+        }
         sender = TransactionSender(w3, account, **options) if account is not None else None  # type: ignore[arg-type]
         return CoordinatorClient(w3, deployment.coordinator, sender=sender, retry=TEST_RETRY)
 

@@ -1,4 +1,4 @@
-"""Shared pytest setup: the local-chain fixtures (tests/chain_fixtures.py) are available to every test."""
+"""Shared pytest setup: the local-chain fixtures of tests/chain_fixtures.py, for every test."""
 
 import warnings
 

@@ -3,7 +3,9 @@
 Modules, one concern each:
 
 - ``abi``           the committed ABI, its hash, regeneration from the forge build
-- ``errors``        the exception family (retryable or not); ``reverts``: one class per Solidity error
+- ``errors``        the exception family (retryable or not)
+- ``reverts``       one exception class per Solidity custom error
+- ``revert_decoding``  revert bytes -> the matching exception
 - ``units``         ether amounts and times shown to humans
 - ``models``        typed ABI values: PeerInfo, Attestation, Verdict, Parameters, TxReceipt
 - ``rpc``           Web3 construction, error classification, retry with backoff
@@ -12,7 +14,8 @@ Modules, one concern each:
 - ``eip712``        the protocol's typed data (Publish, RolloutBatch): hashing, signing, recovery
 - ``events``        typed events and a chunked log reader
 - ``rounds``        round arithmetic and round seeds from genesis
-- ``deployment``    the deployment record file; ``deploy``: deploying (and ``swarm-deploy``)
+- ``deployment``    the deployment record file
+- ``deployer``      deploying a coordinator; ``deploy``: the ``swarm-deploy`` command
 
 The names below are importable from ``node.chain`` directly; they load on first use, so
 ``python -m node.chain.abi`` and light users do not import the whole layer.
@@ -24,12 +27,27 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "CoordinatorClient": "client", "Deployment": "deployment", "DeployConfig": "deploy",
-    "deploy_coordinator": "deploy", "Domain": "eip712", "ChainError": "errors", "ContractRevert": "errors",
-    "PermanentChainError": "errors", "RetryableChainError": "errors", "EventReader": "events",
-    "Attestation": "models", "Parameters": "models", "PeerInfo": "models", "PeerStatus": "models",
-    "TxReceipt": "models", "Verdict": "models", "RoundClock": "rounds", "round_seed": "rounds",
-    "RetryPolicy": "rpc", "connect": "rpc", "TransactionSender": "transactions",
+    "CoordinatorClient": "client",
+    "Deployment": "deployment",
+    "DeployConfig": "deployer",
+    "deploy_coordinator": "deployer",
+    "Domain": "eip712",
+    "ChainError": "errors",
+    "ContractRevert": "errors",
+    "PermanentChainError": "errors",
+    "RetryableChainError": "errors",
+    "EventReader": "events",
+    "Attestation": "models",
+    "Parameters": "models",
+    "PeerInfo": "models",
+    "PeerStatus": "models",
+    "TxReceipt": "models",
+    "Verdict": "models",
+    "RoundClock": "rounds",
+    "round_seed": "rounds",
+    "RetryPolicy": "rpc",
+    "connect": "rpc",
+    "TransactionSender": "transactions",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -25,7 +25,9 @@ from node.chain.errors import ArtifactMissing
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_ABI_PATH = Path(__file__).resolve().parent / "abi" / "SwarmCoordinator.json"
-FORGE_ARTIFACT_PATH = REPO_ROOT / "contracts" / "out" / "SwarmCoordinator.sol" / "SwarmCoordinator.json"
+FORGE_ARTIFACT_PATH = (
+    REPO_ROOT / "contracts" / "out" / "SwarmCoordinator.sol" / "SwarmCoordinator.json"
+)
 CONTRACT_SOURCES = REPO_ROOT / "contracts" / "src"
 
 Abi = list[dict[str, Any]]
@@ -43,7 +45,9 @@ def load_abi() -> Abi:
 
 def abi_sha256(abi: Abi | None = None) -> str:
     """Hex SHA-256 (``0x``-prefixed) of the ABI's canonical JSON; the committed ABI by default."""
-    canonical = json.dumps(load_abi() if abi is None else abi, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(
+        load_abi() if abi is None else abi, sort_keys=True, separators=(",", ":")
+    )
     return "0x" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -70,9 +74,11 @@ def load_artifact(path: Path | None = None) -> dict[str, Any]:
         )
     try:
         artifact = json.loads(path.read_text(encoding="utf-8"))
-        artifact["abi"], artifact["bytecode"]["object"]  # noqa: B018 - shape check
+        artifact["abi"], artifact["bytecode"]["object"]  # shape check
     except (ValueError, KeyError, TypeError) as exc:
-        raise ArtifactMissing(f"{path} is not a forge artifact ({exc}): rebuild with `forge build`") from exc
+        raise ArtifactMissing(
+            f"{path} is not a forge artifact ({exc}): rebuild with `forge build`"
+        ) from exc
     return artifact
 
 
@@ -109,11 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m node.chain.abi --write | --check [--artifact PATH]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m node.chain.abi", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m node.chain.abi", description=__doc__.split("\n")[0]
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the committed ABI from contracts/out")
+    mode.add_argument(
+        "--write", action="store_true", help="rewrite the committed ABI from contracts/out"
+    )
     mode.add_argument("--check", action="store_true", help="exit 1 when the committed ABI is stale")
-    parser.add_argument("--artifact", type=Path, default=None, help="forge artifact (default: contracts/out)")
+    parser.add_argument(
+        "--artifact", type=Path, default=None, help="forge artifact (default: contracts/out)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.write:

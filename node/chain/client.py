@@ -9,7 +9,8 @@ snake_case (``publishRolloutsFor`` -> ``publish_rollouts_for``, ``PUBLISH_TYPEHA
 
     client = CoordinatorClient.connect("http://127.0.0.1:8545", deployment, account=account)
     client.register("alice", stake_wei=10**18)
-    client.publish_rollouts(client.current_round(), digest, groups=8, completions=64, reward_sum=1234)
+    round_ = client.current_round()
+    client.publish_rollouts(round_, digest, groups=8, completions=64, reward_sum=1234)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from node.chain.models import (
     sort_attestations,
 )
 from node.chain.rounds import RoundClock
-from node.chain.rpc import RetryPolicy, call_with_retry, connect, endpoint_of
+from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, connect, endpoint_of
 from node.chain.transactions import TransactionSender
 
 _ZERO_HASH = bytes(32)
@@ -52,7 +53,7 @@ class CoordinatorClient:
         *,
         account: LocalAccount | None = None,
         sender: TransactionSender | None = None,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self.w3 = w3
         self.address = to_checksum_address(address)
@@ -70,9 +71,9 @@ class CoordinatorClient:
         *,
         account: LocalAccount | None = None,
         timeout: float = 10.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> CoordinatorClient:
-        """A client over HTTP for a deployment record (checked against the RPC's chain) or an address."""
+        """A client over HTTP for a deployment record (checked against the chain) or an address."""
         w3 = connect(rpc_url, timeout=timeout)
         if isinstance(deployment, str):
             return cls(w3, deployment, account=account, retry=retry)
@@ -85,8 +86,11 @@ class CoordinatorClient:
         chain_id = self.chain_id
         if chain_id != deployment.chain_id:
             raise DeploymentFileError(
-                f"the deployment is for chain {deployment.chain_id} but {endpoint_of(self.w3)} serves chain "
-                f"{chain_id}: use the RPC of chain {deployment.chain_id} or the deployment file of this chain")
+                f"the deployment is for chain {deployment.chain_id} but {endpoint_of(self.w3)} "
+                "serves chain "
+                f"{chain_id}: use the RPC of chain {deployment.chain_id} or the deployment file of "
+                "this chain"
+            )
 
     # -------------------------------------------------------------------------- chain context
 
@@ -110,21 +114,32 @@ class CoordinatorClient:
 
     def chain_time(self) -> int:
         """The latest block's timestamp (the contract's notion of now)."""
-        return int(self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time"))
+        return int(
+            self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time")
+        )
 
     def block_number(self) -> int:
         return int(self._rpc(lambda: self.w3.eth.block_number, "reading the block number"))
 
-    def sign_publish(self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int) -> bytes:
-        """This account's EIP-712 ``Publish`` signature, for a sponsor's ``publish_rollouts_for``."""
+    def sign_publish(
+        self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
+    ) -> bytes:
+        """This account's EIP-712 ``Publish`` signature, which a sponsor relays."""
         account = self._sender().account
-        return sign_publish(account, self.domain, round=round, digest=digest, groups=groups,
-                            completions=completions, reward_sum=reward_sum)
+        return sign_publish(
+            account,
+            self.domain,
+            round=round,
+            digest=digest,
+            groups=groups,
+            completions=completions,
+            reward_sum=reward_sum,
+        )
 
     # -------------------------------------------------------------------------- peers and stake
 
     def register(self, name: str, stake_wei: int) -> TxReceipt:
-        """Registers this account as a peer named ``name`` (1-32 UTF-8 bytes) with ``stake_wei`` staked."""
+        """Registers this account as peer ``name`` (1-32 UTF-8 bytes), staking ``stake_wei``."""
         return self.transact("register", name, value=stake_wei)
 
     def add_stake(self, amount_wei: int) -> TxReceipt:
@@ -161,26 +176,40 @@ class CoordinatorClient:
     def publish_rollouts(
         self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
     ) -> TxReceipt:
-        """Commits this account's batch of ``round`` by its SHA-256 ``digest``; reward in milli-units."""
+        """Commits this account's batch of ``round`` by its SHA-256 ``digest``."""
         return self.transact("publishRollouts", round, digest, groups, completions, reward_sum)
 
     def publish_rollouts_for(
-        self, peer: str, round: int, digest: bytes, groups: int, completions: int, reward_sum: int,
+        self,
+        peer: str,
+        round: int,
+        digest: bytes,
+        groups: int,
+        completions: int,
+        reward_sum: int,
         signature: bytes,
     ) -> TxReceipt:
         """Commits ``peer``'s batch with its ``Publish`` signature; this account pays the gas."""
-        return self.transact("publishRolloutsFor", to_checksum_address(peer), round, digest, groups,
-                             completions, reward_sum, signature)
+        return self.transact(
+            "publishRolloutsFor",
+            to_checksum_address(peer),
+            round,
+            digest,
+            groups,
+            completions,
+            reward_sum,
+            signature,
+        )
 
     def publication(self, round: int, peer: str) -> bytes | None:
         """The digest ``peer`` published for ``round``, None if nothing."""
         digest = bytes(self._call("publication", round, to_checksum_address(peer)))
         return None if digest == _ZERO_HASH else digest
 
-    # -------------------------------------------------------------------------- attestations and disputes
+    # ------------------------------------------------------------------- attestations and disputes
 
     def attest(self, items: Sequence[Attestation], *, sort: bool = True) -> TxReceipt:
-        """Records verdicts; sorted into the contract's (round, subject) order unless ``sort=False``."""
+        """Records verdicts, in the contract's (round, subject) order unless ``sort=False``."""
         ordered = sort_attestations(items) if sort else list(items)
         return self.transact("attest", [item.to_abi() for item in ordered])
 
@@ -196,7 +225,7 @@ class CoordinatorClient:
     def unclaimed_slashes(self) -> int:
         return int(self._call("unclaimedSlashes"))
 
-    # -------------------------------------------------------------------------- views of the configuration
+    # ------------------------------------------------------------------ views of the configuration
 
     def parameters(self) -> Parameters:
         return Parameters.from_abi(self._call("parameters"))
@@ -221,7 +250,7 @@ class CoordinatorClient:
     def publish_typehash(self) -> bytes:
         return bytes(self._call("PUBLISH_TYPEHASH"))
 
-    # -------------------------------------------------------------------------- administration (owner)
+    # ---------------------------------------------------------------------- administration (owner)
 
     def set_min_stake(self, wei: int) -> TxReceipt:
         return self.transact("setMinStake", wei)
@@ -258,11 +287,14 @@ class CoordinatorClient:
 
     # -------------------------------------------------------------------------- plumbing
 
-    def transact(self, function: str, *args: Any, value: int = 0, gas: int | None = None) -> TxReceipt:
-        """Sends a call of ``function`` (Solidity name) from this account; ``gas`` skips estimation."""
+    def transact(
+        self, function: str, *args: Any, value: int = 0, gas: int | None = None
+    ) -> TxReceipt:
+        """Sends ``function`` (Solidity name) from this account; ``gas`` skips estimation."""
         data = self.contract.encode_abi(function, args=list(args))
-        return self._sender().send(to=self.address, data=bytes.fromhex(data[2:]), value=value, gas=gas,
-                                   what=function)
+        return self._sender().send(
+            to=self.address, data=bytes.fromhex(data[2:]), value=value, gas=gas, what=function
+        )
 
     def _call(self, function: str, *args: Any) -> Any:
         bound = getattr(self.contract.functions, function)(*args)
@@ -273,5 +305,7 @@ class CoordinatorClient:
 
     def _sender(self) -> TransactionSender:
         if self.sender is None:
-            raise MissingAccount("this client is read-only: give it an account (a key) to send transactions")
+            raise MissingAccount(
+                "this client is read-only: give it an account (a key) to send transactions"
+            )
         return self.sender

@@ -13,33 +13,43 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, ValidationError
 
 from node.chain.abi import abi_sha256
 from node.chain.errors import DeploymentFileError
-from node.chain.models import Address, HashHex, Parameters, FrozenModel
+from node.chain.models import Address, FrozenModel, HashHex, Parameters
 
-SCHEMA = "swarm.deployment/1"
+SCHEMA: Final = "swarm.deployment/1"
 
 
 class Deployment(FrozenModel):
     """One deployed SwarmCoordinator."""
 
-    schema_: Literal["swarm.deployment/1"] = Field(SCHEMA, alias="schema")
-    chain_id: int = Field(gt=0, description="EIP-155 chain id of the chain the coordinator lives on.")
+    schema_: Literal["swarm.deployment/1"] = Field(default=SCHEMA, alias="schema")
+    chain_id: int = Field(
+        gt=0, description="EIP-155 chain id of the chain the coordinator lives on."
+    )
     coordinator: Address = Field(description="The coordinator contract's address.")
-    deployment_block: int = Field(ge=0, description="Block that created the contract (indexers start here).")
+    deployment_block: int = Field(
+        ge=0, description="Block that created the contract (indexers start here)."
+    )
     block_hash: HashHex = Field(description="Hash of that block (detects a chain that was reset).")
     tx_hash: HashHex = Field(description="The creation transaction.")
     deployer: Address = Field(description="Account that deployed (initial owner and treasury).")
-    abi_sha256: str = Field(pattern=r"^0x[0-9a-f]{64}$", description="SHA-256 of the ABI's canonical JSON.")
+    abi_sha256: str = Field(
+        pattern=r"^0x[0-9a-f]{64}$", description="SHA-256 of the ABI's canonical JSON."
+    )
     genesis: int = Field(ge=0, description="Unix time at which round 0 starts.")
     round_duration: int = Field(gt=0, description="Seconds per round.")
-    genesis_seed: HashHex = Field(description="The contract's genesisSeed (round seeds derive from it).")
+    genesis_seed: HashHex = Field(
+        description="The contract's genesisSeed (round seeds derive from it)."
+    )
     seed_input: HashHex = Field(description="The deployer's contribution to the genesis seed.")
-    parameters: Parameters = Field(description="Parameters at deployment (the owner may change them later).")
+    parameters: Parameters = Field(
+        description="Parameters at deployment (the owner may change them later)."
+    )
 
     model_config = FrozenModel.model_config | {"populate_by_name": True}
 
@@ -64,8 +74,10 @@ class Deployment(FrozenModel):
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise DeploymentFileError(
-                f"deployment file {path} not found: deploy a coordinator with `swarm-deploy` or get the "
-                "deployment file of the swarm you want to join") from None
+                f"deployment file {path} not found: deploy a coordinator with `swarm-deploy` or "
+                "get the "
+                "deployment file of the swarm you want to join"
+            ) from None
         except OSError as exc:
             raise DeploymentFileError(f"cannot read deployment file {path}: {exc}") from exc
         deployment = cls.from_json(text, source=str(path))
@@ -78,8 +90,12 @@ class Deployment(FrozenModel):
         try:
             return cls.model_validate_json(text)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
-            raise DeploymentFileError(f"{source} is not a valid deployment record ({problems})") from None
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors()
+            )
+            raise DeploymentFileError(
+                f"{source} is not a valid deployment record ({problems})"
+            ) from None
 
     def check_abi(self) -> None:
         """Raises DeploymentFileError unless the record was made with the committed ABI."""
@@ -88,4 +104,5 @@ class Deployment(FrozenModel):
             raise DeploymentFileError(
                 f"the deployment at {self.coordinator} (chain {self.chain_id}) was made with ABI "
                 f"{self.abi_sha256[:18]}..., but this software speaks ABI {expected[:18]}...: "
-                "upgrade the software or use a deployment file of this version")
+                "upgrade the software or use a deployment file of this version"
+            )

@@ -2,12 +2,13 @@
 
 Domain: name "SwarmCoordinator", version "1", the chain id and the coordinator's address. Types:
 
-    Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,int64 rewardSum)
+    Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,
+            int64 rewardSum)
     RolloutBatch(address peer,uint64 round,bytes32 bodyHash)
 
-The hashes are computed here directly (``keccak256(abi.encode(typeHash, fields...))``) exactly as the
+The hashes are computed here directly (``keccak256(abi.encode(typeHash, fields...))``), as the
 contract does; the tests check them against eth-account's generic encoder and the contract's
-``domainSeparator()``. Signatures are 65 bytes ``r || s || v`` with v in {27, 28} and low s, which is
+``domainSeparator()``. Signatures are 65 bytes ``r || s || v``, v in {27, 28}, low s, which is
 what the contract's ``publishRolloutsFor`` accepts.
 """
 
@@ -24,7 +25,10 @@ from eth_utils import keccak, to_checksum_address
 DOMAIN_NAME = "SwarmCoordinator"
 DOMAIN_VERSION = "1"
 DOMAIN_TYPE = "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
-PUBLISH_TYPE = "Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,int64 rewardSum)"
+PUBLISH_TYPE = (
+    "Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,"
+    "int64 rewardSum)"
+)
 ROLLOUT_BATCH_TYPE = "RolloutBatch(address peer,uint64 round,bytes32 bodyHash)"
 
 DOMAIN_TYPEHASH = keccak(text=DOMAIN_TYPE)
@@ -41,35 +45,58 @@ class Domain:
 
     @property
     def separator(self) -> bytes:
-        """``keccak256(abi.encode(DOMAIN_TYPEHASH, name hash, version hash, chainId, contract))``."""
-        return keccak(encode(
-            ["bytes32", "bytes32", "bytes32", "uint256", "address"],
-            [DOMAIN_TYPEHASH, keccak(text=DOMAIN_NAME), keccak(text=DOMAIN_VERSION), self.chain_id,
-             to_checksum_address(self.verifying_contract)],
-        ))
+        """``keccak256(abi.encode(DOMAIN_TYPEHASH, nameHash, versionHash, chainId, contract))``."""
+        return keccak(
+            encode(
+                ["bytes32", "bytes32", "bytes32", "uint256", "address"],
+                [
+                    DOMAIN_TYPEHASH,
+                    keccak(text=DOMAIN_NAME),
+                    keccak(text=DOMAIN_VERSION),
+                    self.chain_id,
+                    to_checksum_address(self.verifying_contract),
+                ],
+            )
+        )
 
     def as_dict(self) -> dict[str, object]:
         """The domain in eth-account's typed-data form."""
-        return {"name": DOMAIN_NAME, "version": DOMAIN_VERSION, "chainId": self.chain_id,
-                "verifyingContract": to_checksum_address(self.verifying_contract)}
+        return {
+            "name": DOMAIN_NAME,
+            "version": DOMAIN_VERSION,
+            "chainId": self.chain_id,
+            "verifyingContract": to_checksum_address(self.verifying_contract),
+        }
 
 
 def publish_struct_hash(
     peer: str, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
 ) -> bytes:
     """hashStruct of a ``Publish`` message."""
-    return keccak(encode(
-        ["bytes32", "address", "uint64", "bytes32", "uint32", "uint32", "int64"],
-        [PUBLISH_TYPEHASH, to_checksum_address(peer), round, digest, groups, completions, reward_sum],
-    ))
+    return keccak(
+        encode(
+            ["bytes32", "address", "uint64", "bytes32", "uint32", "uint32", "int64"],
+            [
+                PUBLISH_TYPEHASH,
+                to_checksum_address(peer),
+                round,
+                digest,
+                groups,
+                completions,
+                reward_sum,
+            ],
+        )
+    )
 
 
 def rollout_batch_struct_hash(peer: str, round: int, body_hash: bytes) -> bytes:
     """hashStruct of a ``RolloutBatch`` message (``body_hash`` = SHA-256 of the canonical body)."""
-    return keccak(encode(
-        ["bytes32", "address", "uint64", "bytes32"],
-        [ROLLOUT_BATCH_TYPEHASH, to_checksum_address(peer), round, body_hash],
-    ))
+    return keccak(
+        encode(
+            ["bytes32", "address", "uint64", "bytes32"],
+            [ROLLOUT_BATCH_TYPEHASH, to_checksum_address(peer), round, body_hash],
+        )
+    )
 
 
 def _signable(domain: Domain, struct_hash: bytes) -> SignableMessage:
@@ -87,21 +114,33 @@ def sign_struct(account: LocalAccount, domain: Domain, struct_hash: bytes) -> by
 
 
 def recover_struct_signer(domain: Domain, struct_hash: bytes, signature: bytes) -> str:
-    """The checksummed address that signed ``struct_hash`` in ``domain``; raises ValueError if invalid."""
+    """The address that signed ``struct_hash`` in ``domain``; ValueError if malformed."""
     if len(signature) != 65:
         raise ValueError(f"a signature is 65 bytes, got {len(signature)}")
     return Account.recover_message(_signable(domain, struct_hash), signature=signature)
 
 
 def sign_publish(
-    account: LocalAccount, domain: Domain, *, round: int, digest: bytes, groups: int, completions: int,
+    account: LocalAccount,
+    domain: Domain,
+    *,
+    round: int,
+    digest: bytes,
+    groups: int,
+    completions: int,
     reward_sum: int,
 ) -> bytes:
     """The peer's signature that lets a sponsor call ``publishRolloutsFor`` on its behalf."""
-    struct_hash = publish_struct_hash(account.address, round, digest, groups, completions, reward_sum)
+    struct_hash = publish_struct_hash(
+        account.address, round, digest, groups, completions, reward_sum
+    )
     return sign_struct(account, domain, struct_hash)
 
 
-def sign_rollout_batch(account: LocalAccount, domain: Domain, *, round: int, body_hash: bytes) -> bytes:
+def sign_rollout_batch(
+    account: LocalAccount, domain: Domain, *, round: int, body_hash: bytes
+) -> bytes:
     """The peer's signature of a batch body (the batch document's ``signature``)."""
-    return sign_struct(account, domain, rollout_batch_struct_hash(account.address, round, body_hash))
+    return sign_struct(
+        account, domain, rollout_batch_struct_hash(account.address, round, body_hash)
+    )

@@ -6,7 +6,7 @@
     │   ├── NonceConflict           another transaction took the nonce (resynced, then retried)
     │   └── ReceiptTimeout          sent, but no receipt in time (the transaction may still land)
     └── PermanentChainError         retrying the same thing fails the same way
-        ├── RpcError                the node refused the request (bad parameters, unsupported method)
+        ├── RpcError                the node refused the request (bad parameters, no such method)
         ├── InsufficientFunds       the account cannot pay value + gas
         ├── ArtifactMissing         the forge build output is missing or unreadable
         ├── DeploymentFileError     the deployment record is missing, malformed or for another ABI
@@ -108,8 +108,10 @@ class ContractRevert(PermanentChainError):
         tx_hash: str | None = None,
     ) -> None:
         if len(values) != len(self.fields):
-            raise TypeError(f"{type(self).__name__} takes {len(self.fields)} values, got {len(values)}")
-        self.values = dict(zip(self.fields, values))
+            raise TypeError(
+                f"{type(self).__name__} takes {len(self.fields)} values, got {len(values)}"
+            )
+        self.values = dict(zip(self.fields, values, strict=True))
         for name, value in self.values.items():
             setattr(self, name, value)
         self.data = data
@@ -130,7 +132,7 @@ class ContractRevert(PermanentChainError):
         return f"the contract reverted without a known reason ({raw})"
 
     def with_context(self, *, now: int | None = None, tx_hash: str | None = None) -> ContractRevert:
-        """Adds the chain time (for "time left" in messages) and/or the mined tx hash; returns self."""
+        """Adds the chain time (for "time left") and/or the mined tx hash; returns self."""
         if now is not None:
             self.now = now
         if tx_hash is not None:
@@ -143,6 +145,8 @@ class ContractRevert(PermanentChainError):
         return f"{message} (transaction {self.tx_hash})" if self.tx_hash else message
 
 
-def _rebuild_revert(cls: type[ContractRevert], values: tuple[Any, ...], state: dict[str, Any]) -> ContractRevert:
+def _rebuild_revert(
+    cls: type[ContractRevert], values: tuple[Any, ...], state: dict[str, Any]
+) -> ContractRevert:
     """Unpickles a ContractRevert (exceptions with keyword arguments need this)."""
     return cls(*values, **state)

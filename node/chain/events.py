@@ -14,22 +14,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
+from eth_typing import ABIEvent
 from eth_utils import event_abi_to_log_topic, to_checksum_address
 from pydantic import Field
 from web3 import Web3
 from web3.exceptions import Web3RPCError
+from web3.types import FilterParams
 
 from node.chain.abi import load_abi, snake_case
 from node.chain.errors import RpcError
 from node.chain.models import Address, Bytes32, FrozenModel, HashHex
-from node.chain.rpc import RetryPolicy, call_with_retry, endpoint_of, rpc_error_message
+from node.chain.rpc import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    call_with_retry,
+    endpoint_of,
+    rpc_error_message,
+)
 
-_TOO_MUCH = ("more than", "too many", "limit exceeded", "response size", "range is too large",
-             "block range", "query timeout", "exceed maximum", "max results", "too large")
+_TOO_MUCH = (
+    "more than",
+    "too many",
+    "limit exceeded",
+    "response size",
+    "range is too large",
+    "block range",
+    "query timeout",
+    "exceed maximum",
+    "max results",
+    "too large",
+)
 
 
 class ChainEvent(FrozenModel):
@@ -81,7 +99,9 @@ class RolloutsPublished(ChainEvent):
     groups: int
     completions: int
     reward_sum: int
-    relayer: Address | None = Field(description="Sponsor that sent it; None when the peer sent it itself.")
+    relayer: Address | None = Field(
+        description="Sponsor that sent it; None when the peer sent it itself."
+    )
 
 
 class Attested(ChainEvent):
@@ -150,11 +170,17 @@ class SlashedFundsClaimed(ChainEvent):
 
 EVENT_TYPES: dict[str, type[ChainEvent]] = {cls.event: cls for cls in ChainEvent.__subclasses__()}
 PROTOCOL_EVENTS: tuple[type[ChainEvent], ...] = (
-    PeerRegistered, StakeAdded, ExitRequested, Withdrawn, RolloutsPublished, Attested, DisputeSettled,
+    PeerRegistered,
+    StakeAdded,
+    ExitRequested,
+    Withdrawn,
+    RolloutsPublished,
+    Attested,
+    DisputeSettled,
     ParametersChanged,
 )
 
-# ------------------------------------------------------------------------------------------ decoding
+# ---------------------------------------------------------------------------------------- decoding
 
 
 class _EventSpec:
@@ -163,7 +189,7 @@ class _EventSpec:
     def __init__(self, abi: dict[str, Any]) -> None:
         self.name = abi["name"]
         self.cls = EVENT_TYPES[self.name]
-        self.topic0 = bytes(event_abi_to_log_topic(abi))
+        self.topic0 = bytes(event_abi_to_log_topic(cast(ABIEvent, abi)))
         self.inputs = [(snake_case(i["name"]), i["type"], i["indexed"]) for i in abi["inputs"]]
         indexed = [name for name, _, is_indexed in self.inputs if is_indexed]
         self.round_topic = indexed.index("round") + 1 if "round" in indexed else None
@@ -176,10 +202,17 @@ class _EventSpec:
         data_values = iter(abi_decode(data_types, bytes(log["data"])))
         fields = {}
         for name, abi_type, is_indexed in self.inputs:
-            value = abi_decode([abi_type], bytes(next(topics)))[0] if is_indexed else next(data_values)
+            value = (
+                abi_decode([abi_type], bytes(next(topics)))[0] if is_indexed else next(data_values)
+            )
             fields[name] = _python_value(self.name, name, abi_type, value)
-        return self.cls(block_number=log["blockNumber"], block_hash=bytes(log["blockHash"]),
-                        tx_hash=bytes(log["transactionHash"]), log_index=log["logIndex"], **fields)
+        return self.cls(
+            block_number=log["blockNumber"],
+            block_hash="0x" + bytes(log["blockHash"]).hex(),
+            tx_hash="0x" + bytes(log["transactionHash"]).hex(),
+            log_index=log["logIndex"],
+            **fields,
+        )
 
 
 def _python_value(event: str, name: str, abi_type: str, value: Any) -> Any:
@@ -195,7 +228,10 @@ def _python_value(event: str, name: str, abi_type: str, value: Any) -> Any:
 
 @lru_cache(maxsize=1)
 def _specs() -> dict[bytes, _EventSpec]:
-    return {spec.topic0: spec for spec in (_EventSpec(item) for item in load_abi() if item["type"] == "event")}
+    return {
+        spec.topic0: spec
+        for spec in (_EventSpec(item) for item in load_abi() if item["type"] == "event")
+    }
 
 
 def decode_log(log: Any) -> ChainEvent | None:
@@ -215,8 +251,9 @@ class _RangeTooLarge(Exception):
 class EventReader:
     """Reads coordinator events over block ranges, in adaptive chunks."""
 
-    def __init__(self, w3: Web3, address: str, *, max_chunk: int = 2_000,
-                 retry: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(
+        self, w3: Web3, address: str, *, max_chunk: int = 2_000, retry: RetryPolicy = DEFAULT_RETRY
+    ) -> None:
         if max_chunk < 1:
             raise ValueError("max_chunk must be at least 1")
         self.w3 = w3
@@ -225,24 +262,39 @@ class EventReader:
         self.retry = retry
 
     def read(
-        self, from_block: int, to_block: int, *, events: Iterable[type[ChainEvent]] | None = None,
-        round: int | None = None, peer: str | None = None,
+        self,
+        from_block: int,
+        to_block: int,
+        *,
+        events: Iterable[type[ChainEvent]] | None = None,
+        round: int | None = None,
+        peer: str | None = None,
     ) -> list[ChainEvent]:
         """All matching events in ``[from_block, to_block]``, in chain order.
 
         ``events`` restricts the types (default: all). With ``round``, only events indexed by round
-        (RolloutsPublished, Attested, DisputeSettled) can match; with ``peer``, only events indexed by
-        a peer or subject.
+        (RolloutsPublished, Attested, DisputeSettled) can match; with ``peer``, only events indexed
+        by a peer or subject.
         """
-        found = [event for chunk in self.iter_chunks(from_block, to_block, events=events, round=round,
-                                                     peer=peer) for event in chunk]
+        found = [
+            event
+            for chunk in self.iter_chunks(
+                from_block, to_block, events=events, round=round, peer=peer
+            )
+            for event in chunk
+        ]
         return found
 
     def iter_chunks(
-        self, from_block: int, to_block: int, *, events: Iterable[type[ChainEvent]] | None = None,
-        round: int | None = None, peer: str | None = None,
+        self,
+        from_block: int,
+        to_block: int,
+        *,
+        events: Iterable[type[ChainEvent]] | None = None,
+        round: int | None = None,
+        peer: str | None = None,
     ) -> Iterator[list[ChainEvent]]:
-        """The same events as ``read``, one sorted list per block chunk (for checkpointing callers)."""
+        """The events of ``read``, one sorted list per block chunk (for callers that checkpoint)."""
         queries = _topic_queries(_select(events, round, peer), round, peer)
         if not queries or from_block > to_block:
             return
@@ -253,16 +305,23 @@ class EventReader:
                 logs = [log for topics in queries for log in self._get_logs(start, end, topics)]
             except _RangeTooLarge as exc:
                 if end == start:
-                    raise RpcError(f"the RPC at {endpoint_of(self.w3)} refuses the logs of block {start} "
-                                   f"alone ({exc}); use an RPC without that limit") from None
+                    raise RpcError(
+                        f"the RPC at {endpoint_of(self.w3)} refuses the logs of block {start} "
+                        f"alone ({exc}); use an RPC without that limit"
+                    ) from None
                 size = max(1, (end - start + 1) // 2)
                 continue
             decoded = (decode_log(log) for log in logs if not log.get("removed", False))
-            yield sorted({e.position: e for e in decoded if e is not None}.values(), key=lambda e: e.position)
+            yield sorted(
+                {e.position: e for e in decoded if e is not None}.values(), key=lambda e: e.position
+            )
             start = end + 1
 
     def _get_logs(self, start: int, end: int, topics: list[Any]) -> list[Any]:
-        params = {"address": self.address, "fromBlock": start, "toBlock": end, "topics": topics}
+        params = cast(
+            FilterParams,
+            {"address": self.address, "fromBlock": start, "toBlock": end, "topics": topics},
+        )
 
         def fetch() -> list[Any]:
             try:
@@ -274,11 +333,17 @@ class EventReader:
                     raise _RangeTooLarge(message) from exc
                 raise
 
-        return call_with_retry(fetch, what=f"reading logs of blocks {start}-{end}",
-                               endpoint=endpoint_of(self.w3), policy=self.retry)
+        return call_with_retry(
+            fetch,
+            what=f"reading logs of blocks {start}-{end}",
+            endpoint=endpoint_of(self.w3),
+            policy=self.retry,
+        )
 
 
-def _select(events: Iterable[type[ChainEvent]] | None, round: int | None, peer: str | None) -> list[_EventSpec]:
+def _select(
+    events: Iterable[type[ChainEvent]] | None, round: int | None, peer: str | None
+) -> list[_EventSpec]:
     wanted = {cls.event for cls in events} if events is not None else set(EVENT_TYPES)
     chosen = [s for s in _specs().values() if s.name in wanted]
     if round is not None:
@@ -288,16 +353,24 @@ def _select(events: Iterable[type[ChainEvent]] | None, round: int | None, peer: 
     return chosen
 
 
-def _topic_queries(specs: Sequence[_EventSpec], round: int | None, peer: str | None) -> list[list[Any]]:
+def _topic_queries(
+    specs: Sequence[_EventSpec], round: int | None, peer: str | None
+) -> list[list[Any]]:
     """One topics filter per distinct (round position, peer position) among the chosen events."""
     groups: dict[tuple[int | None, int | None], list[bytes]] = {}
     for spec in specs:
-        key = (spec.round_topic if round is not None else None, spec.peer_topic if peer is not None else None)
+        key = (
+            spec.round_topic if round is not None else None,
+            spec.peer_topic if peer is not None else None,
+        )
         groups.setdefault(key, []).append(spec.topic0)
     queries = []
     for (round_pos, peer_pos), topic0s in groups.items():
         topics: list[Any] = [["0x" + t.hex() for t in topic0s]]
-        for position, value in ((round_pos, _word("uint64", round)), (peer_pos, _word("address", peer))):
+        for position, value in (
+            (round_pos, _word("uint64", round)),
+            (peer_pos, _word("address", peer)),
+        ):
             if position is not None:
                 topics.extend([None] * (position + 1 - len(topics)))
                 topics[position] = value

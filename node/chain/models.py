@@ -42,7 +42,9 @@ def _hash_hex(value: Any) -> str:
 
 
 Address = Annotated[str, BeforeValidator(_checksum)]
-Bytes32 = Annotated[bytes, BeforeValidator(_bytes32), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)]
+Bytes32 = Annotated[
+    bytes, BeforeValidator(_bytes32), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)
+]
 HashHex = Annotated[str, BeforeValidator(_hash_hex)]
 Uint16 = Annotated[int, Field(ge=0, lt=2**16)]
 Uint32 = Annotated[int, Field(ge=0, lt=2**32)]
@@ -68,16 +70,25 @@ class PeerInfo(FrozenModel):
     """A peer's on-chain record (``peerInfo(address)``)."""
 
     stake: Uint96 = Field(description="Wei staked now (after any slashes).")
-    withdrawable_at: Uint64 = Field(description="Unix time from which an exiting peer may withdraw; 0 if active.")
+    withdrawable_at: Uint64 = Field(
+        description="Unix time from which an exiting peer may withdraw; 0 if active."
+    )
     next_attest_round: Uint64 = Field(description="Lowest round this peer may still attest for.")
-    open_disputes: int = Field(ge=0, lt=2**24, description="Flagged rounds of this peer not settled yet.")
+    open_disputes: int = Field(
+        ge=0, lt=2**24, description="Flagged rounds of this peer not settled yet."
+    )
     status: PeerStatus
 
     @classmethod
     def from_abi(cls, values: Sequence[Any]) -> PeerInfo:
         stake, withdrawable_at, next_attest_round, open_disputes, status = values
-        return cls(stake=stake, withdrawable_at=withdrawable_at, next_attest_round=next_attest_round,
-                   open_disputes=open_disputes, status=PeerStatus(status))
+        return cls(
+            stake=stake,
+            withdrawable_at=withdrawable_at,
+            next_attest_round=next_attest_round,
+            open_disputes=open_disputes,
+            status=PeerStatus(status),
+        )
 
     @property
     def is_active(self) -> bool:
@@ -106,7 +117,14 @@ class Attestation(FrozenModel):
         return (self.round, int(self.subject, 16))
 
     def to_abi(self) -> tuple[Any, ...]:
-        return (self.round, self.subject, self.digest, self.checked, self.agreed, self.verified_reward_sum)
+        return (
+            self.round,
+            self.subject,
+            self.digest,
+            self.checked,
+            self.agreed,
+            self.verified_reward_sum,
+        )
 
 
 def sort_attestations(items: Iterable[Attestation]) -> list[Attestation]:
@@ -131,35 +149,62 @@ class Parameters(FrozenModel):
     """Owner-settable parameters (``parameters()``; the constructor's ``params``)."""
 
     min_stake: Uint96 = Field(gt=0, description="Wei needed to register and to keep publishing.")
-    unbonding_period: Uint32 = Field(description="Seconds between requestExit and withdraw; "
-                                                 "at least (attestation_window_rounds + 1) rounds.")
-    grace_rounds: Uint16 = Field(description="Rounds after round r during which a batch for r is accepted.")
-    attestation_window_rounds: Uint16 = Field(gt=0, description="Rounds after round r during which r may "
-                                                                "be attested; settle comes after.")
-    slash_bps: Uint16 = Field(le=10_000, description="Share of stake slashed by a lost dispute, basis points.")
-    dispute_quorum: Uint16 = Field(gt=0, description="Flags needed (and more flags than agreements) to slash.")
+    unbonding_period: Uint32 = Field(
+        description="Seconds between requestExit and withdraw; "
+        "at least (attestation_window_rounds + 1) rounds."
+    )
+    grace_rounds: Uint16 = Field(
+        description="Rounds after round r during which a batch for r is accepted."
+    )
+    attestation_window_rounds: Uint16 = Field(
+        gt=0, description="Rounds after round r during which r may be attested; settle comes after."
+    )
+    slash_bps: Uint16 = Field(
+        le=10_000, description="Share of stake slashed by a lost dispute, basis points."
+    )
+    dispute_quorum: Uint16 = Field(
+        gt=0, description="Flags needed (and more flags than agreements) to slash."
+    )
     paused: bool = False
 
     @classmethod
     def from_abi(cls, values: Sequence[Any]) -> Parameters:
-        names = ("min_stake", "unbonding_period", "grace_rounds", "attestation_window_rounds",
-                 "slash_bps", "dispute_quorum", "paused")
+        names = (
+            "min_stake",
+            "unbonding_period",
+            "grace_rounds",
+            "attestation_window_rounds",
+            "slash_bps",
+            "dispute_quorum",
+            "paused",
+        )
         return cls(**dict(zip(names, values, strict=True)))
 
     def to_abi(self) -> tuple[Any, ...]:
-        return (self.min_stake, self.unbonding_period, self.grace_rounds, self.attestation_window_rounds,
-                self.slash_bps, self.dispute_quorum, self.paused)
+        return (
+            self.min_stake,
+            self.unbonding_period,
+            self.grace_rounds,
+            self.attestation_window_rounds,
+            self.slash_bps,
+            self.dispute_quorum,
+            self.paused,
+        )
 
     def problems(self, round_duration: int) -> list[str]:
         """The contract's cross-field rules, as readable sentences (empty when all hold)."""
         found = []
         if self.grace_rounds > self.attestation_window_rounds:
-            found.append(f"grace rounds ({self.grace_rounds}) must not exceed the attestation window "
-                         f"({self.attestation_window_rounds} rounds)")
+            found.append(
+                f"grace rounds ({self.grace_rounds}) must not exceed the attestation window "
+                f"({self.attestation_window_rounds} rounds)"
+            )
         minimum = (self.attestation_window_rounds + 1) * round_duration
         if self.unbonding_period < minimum:
-            found.append(f"the unbonding period ({self.unbonding_period} s) must be at least (attestation "
-                         f"window + 1) rounds = {minimum} s")
+            found.append(
+                f"the unbonding period ({self.unbonding_period} s) must be at least (attestation "
+                f"window + 1) rounds = {minimum} s"
+            )
         return found
 
 
@@ -179,7 +224,11 @@ class TxReceipt(FrozenModel):
 
     @classmethod
     def from_web3(cls, receipt: Any) -> TxReceipt:
-        return cls(tx_hash=bytes(receipt["transactionHash"]), block_number=receipt["blockNumber"],
-                   block_hash=bytes(receipt["blockHash"]), gas_used=receipt["gasUsed"],
-                   effective_gas_price=receipt.get("effectiveGasPrice", 0),
-                   contract_address=receipt.get("contractAddress"))
+        return cls(
+            tx_hash="0x" + bytes(receipt["transactionHash"]).hex(),
+            block_number=receipt["blockNumber"],
+            block_hash="0x" + bytes(receipt["blockHash"]).hex(),
+            gas_used=receipt["gasUsed"],
+            effective_gas_price=receipt.get("effectiveGasPrice", 0),
+            contract_address=receipt.get("contractAddress"),
+        )

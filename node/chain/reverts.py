@@ -1,61 +1,63 @@
-"""One exception class per Solidity custom error of SwarmCoordinator, and the revert-data decoder.
+"""One exception class per Solidity custom error of SwarmCoordinator.
 
-Each class is named exactly like its Solidity error, carries the error's arguments as snake_case
-attributes (``SwarmCoordinatorInsufficientStake(...).min_stake``) and explains itself in words a
-volunteer can act on: amounts in ETH, times as dates (with the time left when the chain time is
-known), rounds as numbers. ``decode_revert`` maps raw revert bytes (4-byte selector + ABI-encoded
-arguments) to the right class; ``Error(string)``, ``Panic(uint256)`` and unknown selectors become a
-plain :class:`ContractRevert` that keeps the raw data.
+Each class is named exactly like its Solidity error, carries the error's arguments as typed
+snake_case attributes (``SwarmCoordinatorInsufficientStake(...).min_stake``) and explains itself in
+words a volunteer can act on: amounts in ETH, times as dates (with the time left when the chain
+time is known), rounds as numbers. Defining a class registers it with
+:class:`~node.chain.errors.ContractRevert`; ``node.chain.revert_decoding`` turns revert bytes into
+instances.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any
-
-from eth_abi import decode as abi_decode
-from eth_abi.exceptions import DecodingError
-from eth_utils import keccak, to_checksum_address
-
-from node.chain.abi import load_abi
 from node.chain.errors import ContractRevert
 from node.chain.units import format_deadline, format_eth
-
-ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 
 
 class SwarmCoordinatorNotOwner(ContractRevert):
     error_name = "SwarmCoordinatorNotOwner"
     fields = ("caller",)
+    caller: str
 
     def describe(self) -> str:
-        return (f"{self.caller} is not the coordinator's owner: only the owner may change parameters, "
-                "pause or transfer ownership; send this from the owner's key")
+        return (
+            f"{self.caller} is not the coordinator's owner: only the owner may change parameters, "
+            "pause or transfer ownership; send this from the owner's key"
+        )
 
 
 class SwarmCoordinatorNotTreasury(ContractRevert):
     error_name = "SwarmCoordinatorNotTreasury"
     fields = ("caller",)
+    caller: str
 
     def describe(self) -> str:
-        return f"{self.caller} is not the treasury: only the treasury address may claim slashed funds"
+        return (
+            f"{self.caller} is not the treasury: only the treasury address may claim slashed funds"
+        )
 
 
 class SwarmCoordinatorNotPendingOwner(ContractRevert):
     error_name = "SwarmCoordinatorNotPendingOwner"
     fields = ("caller",)
+    caller: str
 
     def describe(self) -> str:
-        return (f"{self.caller} is not the pending owner: the current owner must first call "
-                f"transferOwnership({self.caller})")
+        return (
+            f"{self.caller} is not the pending owner: the current owner must first call "
+            f"transferOwnership({self.caller})"
+        )
 
 
 class SwarmCoordinatorPaused(ContractRevert):
     error_name = "SwarmCoordinatorPaused"
 
     def describe(self) -> str:
-        return ("the coordinator is paused by its owner: registering, staking, publishing, attesting and "
-                "settling are stopped until it is unpaused (request-exit and withdraw still work)")
+        return (
+            "the coordinator is paused by its owner: registering, staking, publishing, attesting "
+            "and "
+            "settling are stopped until it is unpaused (request-exit and withdraw still work)"
+        )
 
 
 class SwarmCoordinatorNotPaused(ContractRevert):
@@ -68,54 +70,71 @@ class SwarmCoordinatorNotPaused(ContractRevert):
 class SwarmCoordinatorInsufficientStake(ContractRevert):
     error_name = "SwarmCoordinatorInsufficientStake"
     fields = ("stake", "min_stake")
+    stake: int
+    min_stake: int
 
     def describe(self) -> str:
         if self.stake == 0 and self.min_stake == 1:
             return "no ether was sent: add stake with a positive amount"
         minimum = format_eth(self.min_stake)
-        return (f"stake {format_eth(self.stake)} is below the minimum {minimum}: register with --stake "
-                f"of at least {minimum}, or add stake to reach it")
+        return (
+            f"stake {format_eth(self.stake)} is below the minimum {minimum}: register with --stake "
+            f"of at least {minimum}, or add stake to reach it"
+        )
 
 
 class SwarmCoordinatorInvalidName(ContractRevert):
     error_name = "SwarmCoordinatorInvalidName"
     fields = ("length",)
+    length: int
 
     def describe(self) -> str:
-        return (f"the peer name is {self.length} bytes long; it must be 1 to 32 bytes (UTF-8): "
-                "choose a shorter, non-empty --name")
+        return (
+            f"the peer name is {self.length} bytes long; it must be 1 to 32 bytes (UTF-8): "
+            "choose a shorter, non-empty --name"
+        )
 
 
 class SwarmCoordinatorAlreadyRegistered(ContractRevert):
     error_name = "SwarmCoordinatorAlreadyRegistered"
     fields = ("peer",)
+    peer: str
 
     def describe(self) -> str:
-        return (f"{self.peer} is already registered (or was: an address registers only once); "
-                "to join again, use a new key")
+        return (
+            f"{self.peer} is already registered (or was: an address registers only once); "
+            "to join again, use a new key"
+        )
 
 
 class SwarmCoordinatorNotActive(ContractRevert):
     error_name = "SwarmCoordinatorNotActive"
     fields = ("peer",)
+    peer: str
 
     def describe(self) -> str:
-        return (f"{self.peer} is not an active peer (never registered, exiting or withdrawn): "
-                "register first, with a key that has not exited")
+        return (
+            f"{self.peer} is not an active peer (never registered, exiting or withdrawn): "
+            "register first, with a key that has not exited"
+        )
 
 
 class SwarmCoordinatorNotExiting(ContractRevert):
     error_name = "SwarmCoordinatorNotExiting"
     fields = ("peer",)
+    peer: str
 
     def describe(self) -> str:
-        return (f"{self.peer} has not requested exit (or has withdrawn already): request exit first, "
-                "then withdraw after the unbonding period")
+        return (
+            f"{self.peer} has not requested exit (or has withdrawn already): request exit first, "
+            "then withdraw after the unbonding period"
+        )
 
 
 class SwarmCoordinatorStillUnbonding(ContractRevert):
     error_name = "SwarmCoordinatorStillUnbonding"
     fields = ("withdrawable_at",)
+    withdrawable_at: int
 
     def describe(self) -> str:
         when = format_deadline(self.withdrawable_at, self.now)
@@ -125,22 +144,34 @@ class SwarmCoordinatorStillUnbonding(ContractRevert):
 class SwarmCoordinatorOpenDisputes(ContractRevert):
     error_name = "SwarmCoordinatorOpenDisputes"
     fields = ("open_disputes",)
+    open_disputes: int
 
     def describe(self) -> str:
-        return (f"{self.open_disputes} flagged round(s) of this peer are not settled yet: withdraw works once "
-                "they are; anyone may settle a round after its attestation window")
+        return (
+            f"{self.open_disputes} flagged round(s) of this peer are not settled yet: withdraw "
+            "works once "
+            "they are; anyone may settle a round after its attestation window"
+        )
 
 
 class SwarmCoordinatorWrongRound(ContractRevert):
     error_name = "SwarmCoordinatorWrongRound"
     fields = ("round", "current_round")
+    round: int
+    current_round: int
 
     def describe(self) -> str:
         if self.round > self.current_round:
-            return (f"round {self.round} has not started yet (the chain is in round {self.current_round}): "
-                    "publish for the current round")
-        return (f"round {self.round} is too old to publish for: the chain is in round {self.current_round} "
-                "and the round's grace window has passed; publish for the current round")
+            return (
+                f"round {self.round} has not started yet (the chain is in round "
+                f"{self.current_round}): "
+                "publish for the current round"
+            )
+        return (
+            f"round {self.round} is too old to publish for: the chain is in round "
+            f"{self.current_round} "
+            "and the round's grace window has passed; publish for the current round"
+        )
 
 
 class SwarmCoordinatorZeroDigest(ContractRevert):
@@ -153,25 +184,34 @@ class SwarmCoordinatorZeroDigest(ContractRevert):
 class SwarmCoordinatorAlreadyPublished(ContractRevert):
     error_name = "SwarmCoordinatorAlreadyPublished"
     fields = ("round", "peer")
+    round: int
+    peer: str
 
     def describe(self) -> str:
-        return (f"{self.peer} already published a batch for round {self.round}: "
-                "a peer publishes once per round")
+        return (
+            f"{self.peer} already published a batch for round {self.round}: "
+            "a peer publishes once per round"
+        )
 
 
 class SwarmCoordinatorInvalidSignature(ContractRevert):
     error_name = "SwarmCoordinatorInvalidSignature"
 
     def describe(self) -> str:
-        return ("the Publish signature is malformed or not the peer's: the peer must sign exactly these "
-                "values (EIP-712, this chain id and coordinator address) with its own key")
+        return (
+            "the Publish signature is malformed or not the peer's: the peer must sign exactly "
+            "these "
+            "values (EIP-712, this chain id and coordinator address) with its own key"
+        )
 
 
 class SwarmCoordinatorSelfAttestation(ContractRevert):
     error_name = "SwarmCoordinatorSelfAttestation"
 
     def describe(self) -> str:
-        return "a peer cannot attest its own batch: drop the items whose subject is your own address"
+        return (
+            "a peer cannot attest its own batch: drop the items whose subject is your own address"
+        )
 
 
 class SwarmCoordinatorEmptyAttestation(ContractRevert):
@@ -184,68 +224,102 @@ class SwarmCoordinatorEmptyAttestation(ContractRevert):
 class SwarmCoordinatorAttestationOutOfOrder(ContractRevert):
     error_name = "SwarmCoordinatorAttestationOutOfOrder"
     fields = ("round", "subject")
+    round: int
+    subject: str
 
     def describe(self) -> str:
-        return (f"the attestation of round {self.round}, subject {self.subject} is out of order: items must "
-                "be sorted by (round, subject) strictly ascending and start at or after your next attestable "
-                "round (peer info: next_attest_round); each (round, subject) is attested once")
+        return (
+            f"the attestation of round {self.round}, subject {self.subject} is out of order: items "
+            "must "
+            "be sorted by (round, subject) strictly ascending and start at or after your next "
+            "attestable "
+            "round (peer info: next_attest_round); each (round, subject) is attested once"
+        )
 
 
 class SwarmCoordinatorAttestationWindowClosed(ContractRevert):
     error_name = "SwarmCoordinatorAttestationWindowClosed"
     fields = ("round", "current_round")
+    round: int
+    current_round: int
 
     def describe(self) -> str:
-        return (f"the attestation window of round {self.round} has closed (the chain is in round "
-                f"{self.current_round}): attest sooner after a round ends")
+        return (
+            f"the attestation window of round {self.round} has closed (the chain is in round "
+            f"{self.current_round}): attest sooner after a round ends"
+        )
 
 
 class SwarmCoordinatorNoPublication(ContractRevert):
     error_name = "SwarmCoordinatorNoPublication"
     fields = ("round", "subject")
+    round: int
+    subject: str
 
     def describe(self) -> str:
-        return f"{self.subject} published nothing for round {self.round}: there is nothing to attest"
+        return (
+            f"{self.subject} published nothing for round {self.round}: there is nothing to attest"
+        )
 
 
 class SwarmCoordinatorDigestMismatch(ContractRevert):
     error_name = "SwarmCoordinatorDigestMismatch"
     fields = ("published", "attested")
+    published: bytes
+    attested: bytes
 
     def describe(self) -> str:
-        return (f"the attested digest 0x{self.attested.hex()} is not the published one "
-                f"0x{self.published.hex()}: attest the batch the subject committed on-chain")
+        return (
+            f"the attested digest 0x{self.attested.hex()} is not the published one "
+            f"0x{self.published.hex()}: attest the batch the subject committed on-chain"
+        )
 
 
 class SwarmCoordinatorInvalidCounts(ContractRevert):
     error_name = "SwarmCoordinatorInvalidCounts"
     fields = ("checked", "agreed")
+    checked: int
+    agreed: int
 
     def describe(self) -> str:
-        return (f"invalid counts checked={self.checked}, agreed={self.agreed}: checked must be positive "
-                "and agreed at most checked")
+        return (
+            f"invalid counts checked={self.checked}, agreed={self.agreed}: checked must be "
+            "positive "
+            "and agreed at most checked"
+        )
 
 
 class SwarmCoordinatorAttestationWindowOpen(ContractRevert):
     error_name = "SwarmCoordinatorAttestationWindowOpen"
     fields = ("round", "settleable_from_round")
+    round: int
+    settleable_from_round: int
 
     def describe(self) -> str:
-        return (f"round {self.round} is still open for attestations: settle works from round "
-                f"{self.settleable_from_round}")
+        return (
+            f"round {self.round} is still open for attestations: settle works from round "
+            f"{self.settleable_from_round}"
+        )
 
 
 class SwarmCoordinatorNoDispute(ContractRevert):
     error_name = "SwarmCoordinatorNoDispute"
     fields = ("round", "subject")
+    round: int
+    subject: str
 
     def describe(self) -> str:
-        return f"nobody flagged {self.subject}'s batch of round {self.round}: there is nothing to settle"
+        return (
+            f"nobody flagged {self.subject}'s batch of round {self.round}: "
+            "there is nothing to settle"
+        )
 
 
 class SwarmCoordinatorAlreadySettled(ContractRevert):
     error_name = "SwarmCoordinatorAlreadySettled"
     fields = ("round", "subject")
+    round: int
+    subject: str
 
     def describe(self) -> str:
         return f"the dispute over {self.subject}'s batch of round {self.round} is settled already"
@@ -255,7 +329,8 @@ _PARAMETER_RULES = {
     "minStake": "more than 0 wei",
     "unbondingPeriod": "seconds, at least (attestationWindowRounds + 1) rounds",
     "graceRounds": "at most attestationWindowRounds",
-    "attestationWindowRounds": "at least 1 and graceRounds, and (window + 1) rounds within the unbonding period",
+    "attestationWindowRounds": "at least 1 and graceRounds, with (window + 1) rounds "
+    "within the unbonding period",
     "slashBps": "basis points, at most 10000",
     "disputeQuorum": "at least 1",
     "roundDuration": "more than 0 seconds",
@@ -266,6 +341,8 @@ _PARAMETER_RULES = {
 class SwarmCoordinatorInvalidParameter(ContractRevert):
     error_name = "SwarmCoordinatorInvalidParameter"
     fields = ("name", "value")
+    name: bytes
+    value: int
 
     @property
     def parameter_name(self) -> str:
@@ -294,77 +371,12 @@ class SwarmCoordinatorNothingToClaim(ContractRevert):
 class SwarmCoordinatorTransferFailed(ContractRevert):
     error_name = "SwarmCoordinatorTransferFailed"
     fields = ("to", "amount")
+    to: str
+    amount: int
 
     def describe(self) -> str:
-        return (f"sending {format_eth(self.amount)} to {self.to} failed: the recipient must accept plain "
-                "ether transfers (a contract needs a receive function)")
-
-
-# ---------------------------------------------------------------------------------------- decoding
-
-_ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
-_PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)
-_PANIC_CODES = {
-    0x01: "assertion failed", 0x11: "arithmetic overflow or underflow", 0x12: "division by zero",
-    0x21: "invalid enum value", 0x22: "bad storage byte array", 0x31: "pop on an empty array",
-    0x32: "array index out of bounds", 0x41: "out of memory", 0x51: "call to an invalid function",
-}
-
-
-def _abi_type(item: dict[str, Any]) -> str:
-    """ABI type string of one input, expanding tuples (``(uint64,address)[]``)."""
-    kind = item["type"]
-    if kind.startswith("tuple"):
-        return "(" + ",".join(_abi_type(c) for c in item["components"]) + ")" + kind[len("tuple"):]
-    return kind
-
-
-@lru_cache(maxsize=1)
-def error_selectors() -> dict[bytes, tuple[str, tuple[str, ...]]]:
-    """Selector -> (error name, argument types) for every custom error in the committed ABI."""
-    table = {}
-    for item in load_abi():
-        if item["type"] == "error":
-            types = tuple(_abi_type(i) for i in item["inputs"])
-            selector = keccak(text=f"{item['name']}({','.join(types)})")[:4]
-            table[selector] = (item["name"], types)
-    return table
-
-
-def _normalise(value: Any, abi_type: str) -> Any:
-    return to_checksum_address(value) if abi_type == "address" else value
-
-
-def decode_revert(data: bytes | str | None, *, now: int | None = None) -> ContractRevert:
-    """Turns raw revert data into the matching exception (not raised: the caller raises it).
-
-    ``now`` is the chain's current time, used only to say how long is left until a deadline.
-    """
-    raw = _as_bytes(data)
-    selector, body = raw[:4], raw[4:]
-    known = error_selectors().get(selector)
-    try:
-        if known is not None and known[0] in ContractRevert.registry:
-            name, types = known
-            values = [_normalise(v, t) for v, t in zip(abi_decode(list(types), body), types)]
-            return ContractRevert.registry[name](*values, data=raw, now=now)
-        if selector == _ERROR_STRING_SELECTOR:
-            return ContractRevert(data=raw, reason=abi_decode(["string"], body)[0], now=now)
-        if selector == _PANIC_SELECTOR:
-            code = abi_decode(["uint256"], body)[0]
-            return ContractRevert(data=raw, reason=f"panic 0x{code:02x} ({_PANIC_CODES.get(code, 'unknown')})")
-    except DecodingError:
-        pass
-    return ContractRevert(data=raw, now=now)
-
-
-def _as_bytes(data: bytes | str | None) -> bytes:
-    if data is None:
-        return b""
-    if isinstance(data, bytes):
-        return data
-    text = data[2:] if data.startswith("0x") else data
-    try:
-        return bytes.fromhex(text)
-    except ValueError:
-        return b""
+        return (
+            f"sending {format_eth(self.amount)} to {self.to} failed: the recipient must accept "
+            "plain "
+            "ether transfers (a contract needs a receive function)"
+        )

@@ -1,5 +1,5 @@
-"""Talking to an RPC node: building the Web3 object, sorting its exceptions into the chain error family,
-and retrying transient failures with exponential backoff.
+"""Talking to an RPC node: building the Web3 object, sorting its exceptions into the chain error
+family, and retrying transient failures with exponential backoff.
 
 web3.py's own HTTP retries are switched off so there is one retry policy, ours, applied only to
 errors that are transient (:class:`~node.chain.errors.RetryableChainError`).
@@ -16,7 +16,6 @@ from typing import TypeVar
 
 import requests
 from web3 import HTTPProvider, Web3
-from web3.types import RPCEndpoint
 from web3.exceptions import (
     BlockNotFound,
     ContractLogicError,
@@ -26,6 +25,7 @@ from web3.exceptions import (
     TransactionNotFound,
     Web3RPCError,
 )
+from web3.types import RPCEndpoint
 
 from node.chain.errors import (
     ChainError,
@@ -35,13 +35,18 @@ from node.chain.errors import (
     RpcError,
     RpcUnavailable,
 )
-from node.chain.reverts import decode_revert
+from node.chain.revert_decoding import decode_revert
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_NONCE_MESSAGES = ("nonce too low", "already known", "replacement transaction underpriced",
-                   "nonce has already been used", "known transaction")
+_NONCE_MESSAGES = (
+    "nonce too low",
+    "already known",
+    "replacement transaction underpriced",
+    "nonce has already been used",
+    "known transaction",
+)
 _RATE_LIMIT_MESSAGES = ("rate limit", "too many requests", "exceeded the rate", "capacity exceeded")
 
 
@@ -49,8 +54,9 @@ _RATE_LIMIT_MESSAGES = ("rate limit", "too many requests", "exceeded the rate", 
 class RetryPolicy:
     """How often and how patiently transient RPC failures are retried.
 
-    Attempt n (from 1) that fails waits ``min(max_delay, initial_delay * multiplier**(n-1))`` seconds,
-    jittered by +-``jitter`` of itself, before attempt n+1; after ``attempts`` attempts the error is raised.
+    Failed attempt n (from 1) waits ``min(max_delay, initial_delay * multiplier**(n-1))`` seconds,
+    jittered by +-``jitter`` of itself, before attempt n+1; after ``attempts`` attempts the error
+    is raised.
     """
 
     attempts: int = 5
@@ -65,6 +71,7 @@ class RetryPolicy:
         return base * (1 + random.uniform(-self.jitter, self.jitter))
 
 
+DEFAULT_RETRY = RetryPolicy()
 NO_RETRY = RetryPolicy(attempts=1)
 
 
@@ -75,8 +82,11 @@ def connect(rpc_url: str, *, timeout: float = 10.0) -> Web3:
     else is, so a reorg or an Anvil revert is never hidden by a cache.
     """
     provider = HTTPProvider(
-        rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None,
-        cache_allowed_requests=True, cacheable_requests={RPCEndpoint("eth_chainId")},
+        rpc_url,
+        request_kwargs={"timeout": timeout},
+        exception_retry_configuration=None,
+        cache_allowed_requests=True,
+        cacheable_requests={RPCEndpoint("eth_chainId")},
     )
     return Web3(provider)
 
@@ -106,10 +116,22 @@ def classify(exc: BaseException, *, what: str, endpoint: str) -> ChainError | No
         return None  # answers, not failures: callers handle them
     if isinstance(exc, ContractLogicError):
         return revert_from_web3(exc)
-    if isinstance(exc, (requests.ConnectionError, requests.Timeout, ProviderConnectionError,
-                        RequestTimedOut, TooManyRequests, TimeoutError, ConnectionError)):
-        return RpcUnavailable(f"{what}: the RPC at {endpoint} is unreachable or timed out ({_short(exc)}); "
-                              "check the URL and your connection, or try another RPC")
+    if isinstance(
+        exc,
+        (
+            requests.ConnectionError,
+            requests.Timeout,
+            ProviderConnectionError,
+            RequestTimedOut,
+            TooManyRequests,
+            TimeoutError,
+            ConnectionError,
+        ),
+    ):
+        return RpcUnavailable(
+            f"{what}: the RPC at {endpoint} is unreachable or timed out ({_short(exc)}); "
+            "check the URL and your connection, or try another RPC"
+        )
     if isinstance(exc, requests.HTTPError):
         return _classify_http(exc, what=what, endpoint=endpoint)
     if isinstance(exc, Web3RPCError):
@@ -118,7 +140,7 @@ def classify(exc: BaseException, *, what: str, endpoint: str) -> ChainError | No
 
 
 def revert_from_web3(exc: ContractLogicError) -> ContractRevert:
-    """The ContractRevert for web3's ContractCustomError / ContractLogicError (``.data`` = revert hex)."""
+    """The ContractRevert for web3's ContractCustomError/ContractLogicError (``.data``: hex)."""
     if isinstance(exc.data, str) and exc.data.startswith("0x"):
         return decode_revert(exc.data)
     reason = (exc.message or "").removeprefix("execution reverted").lstrip(": ")
@@ -128,8 +150,10 @@ def revert_from_web3(exc: ContractLogicError) -> ContractRevert:
 def _classify_http(exc: requests.HTTPError, *, what: str, endpoint: str) -> ChainError:
     status = exc.response.status_code if exc.response is not None else 0
     if status == 429 or status >= 500:
-        return RpcUnavailable(f"{what}: the RPC at {endpoint} answered HTTP {status} (busy or failing); "
-                              "retry later or use another RPC")
+        return RpcUnavailable(
+            f"{what}: the RPC at {endpoint} answered HTTP {status} (busy or failing); "
+            "retry later or use another RPC"
+        )
     return RpcError(f"{what}: the RPC at {endpoint} answered HTTP {status}; check the RPC URL")
 
 
@@ -137,12 +161,18 @@ def _classify_rpc(exc: Web3RPCError, *, what: str, endpoint: str) -> ChainError:
     message = rpc_error_message(exc)
     lowered = message.lower()
     if any(m in lowered for m in _NONCE_MESSAGES):
-        return NonceConflict(f"{what}: {message} (another transaction from this account took the nonce)")
+        return NonceConflict(
+            f"{what}: {message} (another transaction from this account took the nonce)"
+        )
     if "insufficient funds" in lowered:
-        return InsufficientFunds(f"{what}: the account cannot pay for value plus gas ({message}); "
-                                 "fund it with more ether")
+        return InsufficientFunds(
+            f"{what}: the account cannot pay for value plus gas ({message}); "
+            "fund it with more ether"
+        )
     if any(m in lowered for m in _RATE_LIMIT_MESSAGES):
-        return RpcUnavailable(f"{what}: the RPC at {endpoint} is rate limiting ({message}); retry later")
+        return RpcUnavailable(
+            f"{what}: the RPC at {endpoint} is rate limiting ({message}); retry later"
+        )
     return RpcError(f"{what}: the RPC at {endpoint} refused the request: {message}")
 
 
@@ -156,7 +186,7 @@ def call_with_retry(
     *,
     what: str,
     endpoint: str,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = DEFAULT_RETRY,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Runs ``fn``; web3 errors become chain errors; retryable ones are retried under ``policy``.
@@ -176,7 +206,13 @@ def call_with_retry(
                 error.args = (f"{error.args[0]} (gave up after {attempt} attempts)",)
                 raise error from exc
             delay = policy.delay(attempt)
-            log.warning("%s failed (attempt %d/%d), retrying in %.2fs: %s",
-                        what, attempt, policy.attempts, delay, error)
+            log.warning(
+                "%s failed (attempt %d/%d), retrying in %.2fs: %s",
+                what,
+                attempt,
+                policy.attempts,
+                delay,
+                error,
+            )
             sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -5,7 +5,8 @@ One :class:`TransactionSender` per account and process. Its life cycle for one t
 1. under a lock: take the next nonce (read from the chain's pending count the first time, kept
    locally after that), estimate gas (a revert here is decoded and raised: the nonce is not used),
    add a safety margin, price it (EIP-1559: ``2 * baseFee + tip``; legacy gas price where the chain
-   has no base fee), sign locally and send the raw bytes; only a sent transaction advances the nonce;
+   has no base fee), sign locally and send the raw bytes; only a sent transaction advances the
+   nonce;
 2. outside the lock: poll for the receipt until ``receipt_timeout``;
 3. a receipt with status 0 is replayed with ``eth_call`` on the parent block to recover its reason.
 
@@ -19,17 +20,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from eth_account.datastructures import SignedTransaction
 from eth_account.signers.local import LocalAccount
+from eth_typing import ChecksumAddress
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
+from web3.types import TxParams
 
 from node.chain.errors import ChainError, ContractRevert, NonceConflict, ReceiptTimeout
 from node.chain.models import TxReceipt
-from node.chain.rpc import RetryPolicy, call_with_retry, endpoint_of
+from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ class TransactionSender:
         w3: Web3,
         account: LocalAccount,
         *,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         gas_margin: float = 1.25,
         receipt_timeout: float = 120.0,
         poll_interval: float = 0.5,
@@ -62,13 +65,19 @@ class TransactionSender:
         self._chain_id: int | None = None
 
     @property
-    def address(self) -> str:
+    def address(self) -> ChecksumAddress:
         return self.account.address
 
     # ------------------------------------------------------------------------------ public
 
     def send(
-        self, *, to: str | None, data: bytes, value: int = 0, gas: int | None = None, what: str = "transaction"
+        self,
+        *,
+        to: str | None,
+        data: bytes,
+        value: int = 0,
+        gas: int | None = None,
+        what: str = "transaction",
     ) -> TxReceipt:
         """Sends a transaction and waits for it; returns its receipt or raises a ChainError.
 
@@ -94,7 +103,9 @@ class TransactionSender:
     def chain_now(self) -> int | None:
         """The latest block's timestamp, or None when the RPC does not answer."""
         try:
-            return int(self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time"))
+            return int(
+                self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time")
+            )
         except ChainError:
             return None
 
@@ -107,7 +118,12 @@ class TransactionSender:
             request: dict[str, Any] = {"from": self.address, "data": HexBytes(data), "value": value}
             if to is not None:
                 request["to"] = to
-            tx = dict(request, nonce=self._nonce(), chainId=self._chain(), gas=gas or self._estimate(request, what))
+            tx = dict(
+                request,
+                nonce=self._nonce(),
+                chainId=self._chain(),
+                gas=gas or self._estimate(request, what),
+            )
             tx.update(self._fees())
             del tx["from"]
             signed = self.account.sign_transaction(tx)
@@ -119,8 +135,12 @@ class TransactionSender:
 
     def _nonce(self) -> int:
         if self._next_nonce is None:
-            self._next_nonce = int(self._rpc(
-                lambda: self.w3.eth.get_transaction_count(self.address, "pending"), "reading the nonce"))
+            self._next_nonce = int(
+                self._rpc(
+                    lambda: self.w3.eth.get_transaction_count(self.address, "pending"),
+                    "reading the nonce",
+                )
+            )
         return self._next_nonce
 
     def _chain(self) -> int:
@@ -130,7 +150,9 @@ class TransactionSender:
 
     def _estimate(self, request: dict[str, Any], what: str) -> int:
         try:
-            estimate = self._rpc(lambda: self.w3.eth.estimate_gas(request), f"{what}: estimating gas")
+            estimate = self._rpc(
+                lambda: self.w3.eth.estimate_gas(cast(TxParams, request)), f"{what}: estimating gas"
+            )
         except ContractRevert as revert:
             raise revert.with_context(now=self.chain_now()) from None
         return int(estimate * self.gas_margin)
@@ -139,7 +161,9 @@ class TransactionSender:
         block = self._rpc(lambda: self.w3.eth.get_block("latest"), "reading the base fee")
         base_fee = block.get("baseFeePerGas")
         if base_fee is None:
-            return {"gasPrice": int(self._rpc(lambda: self.w3.eth.gas_price, "reading the gas price"))}
+            return {
+                "gasPrice": int(self._rpc(lambda: self.w3.eth.gas_price, "reading the gas price"))
+            }
         tip = self.max_priority_fee
         if tip is None:
             tip = int(self._rpc(lambda: self.w3.eth.max_priority_fee, "reading the priority fee"))
@@ -147,7 +171,9 @@ class TransactionSender:
 
     def _send_raw(self, signed: SignedTransaction, what: str) -> None:
         try:
-            self._rpc(lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction), f"{what}: sending")
+            self._rpc(
+                lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction), f"{what}: sending"
+            )
         except NonceConflict:
             if not self._is_known(signed.hash):  # our own earlier attempt may have landed
                 raise
@@ -171,14 +197,19 @@ class TransactionSender:
         deadline = time.monotonic() + self.receipt_timeout
         while True:
             try:
-                return self._rpc(lambda: self.w3.eth.get_transaction_receipt(tx_hash), f"{what}: awaiting receipt")
+                return self._rpc(
+                    lambda: self.w3.eth.get_transaction_receipt(tx_hash),
+                    f"{what}: awaiting receipt",
+                )
             except TransactionNotFound:
                 pass
             if time.monotonic() >= deadline:
-                self.resync_nonce()  # the transaction may have been dropped: do not build on its nonce
+                # The transaction may have been dropped: do not build on its nonce.
+                self.resync_nonce()
                 raise ReceiptTimeout(
                     f"{what}: transaction {tx_hash.to_0x_hex()} was sent but not mined within "
-                    f"{self.receipt_timeout:g} s; it may still land (check it on a block explorer) or have "
+                    f"{self.receipt_timeout:g} s; it may still land (check it on a block explorer) "
+                    "or have "
                     "been dropped (fees too low?)",
                     tx_hash.to_0x_hex(),
                 )
@@ -187,19 +218,28 @@ class TransactionSender:
     def _replay_revert(self, request: dict[str, Any], receipt: Any, what: str) -> ContractRevert:
         tx_hash = receipt["transactionHash"].to_0x_hex()
         block = receipt["blockNumber"]
-        replay = {key: value for key, value in request.items() if key != "gas"}  # out-of-gas shows below
+        replay = {
+            key: value for key, value in request.items() if key != "gas"
+        }  # out-of-gas shows below
         try:
-            self._rpc(lambda: self.w3.eth.call(replay, block - 1), f"{what}: replaying the reverted transaction")
+            self._rpc(
+                lambda: self.w3.eth.call(cast(TxParams, replay), block - 1),
+                f"{what}: replaying the reverted transaction",
+            )
         except ContractRevert as revert:
             return revert.with_context(now=self.chain_now(), tx_hash=tx_hash)
         except ChainError as exc:
-            return ContractRevert(reason=f"{what} reverted in block {block}; replaying it failed: {exc}",
-                                  tx_hash=tx_hash)
+            return ContractRevert(
+                reason=f"{what} reverted in block {block}; replaying it failed: {exc}",
+                tx_hash=tx_hash,
+            )
         if receipt["gasUsed"] >= request["gas"]:
             reason = f"{what} ran out of gas (it used all {receipt['gasUsed']} gas it was given)"
         else:
-            reason = (f"{what} reverted in block {block}, but replaying it on the block before succeeds: "
-                      "the state changed in between (another transaction in the same block?)")
+            reason = (
+                f"{what} reverted in block {block}, but replaying it on the block before succeeds: "
+                "the state changed in between (another transaction in the same block?)"
+            )
         return ContractRevert(reason=reason, tx_hash=tx_hash)
 
     def _rpc(self, fn: Any, what: str) -> Any:

@@ -1,4 +1,4 @@
-"""Human units for chain values: ether amounts and Unix times, parsed and shown the same way everywhere."""
+"""Human units: ether amounts and Unix times, parsed and shown one way everywhere."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def format_eth(wei: int) -> str:
 
 
 def parse_eth(text: str) -> int:
-    """``"1.5"`` or ``"1.5 ETH"`` -> wei; ``"1000 wei"`` -> 1000. Raises ValueError on anything else."""
+    """``"1.5"`` or ``"1.5 ETH"`` -> wei; ``"1000 wei"`` -> 1000; ValueError on anything else."""
     cleaned = text.strip().lower()
     unit = WEI_PER_ETH
     if cleaned.endswith("wei"):
@@ -27,7 +27,9 @@ def parse_eth(text: str) -> int:
         with localcontext(prec=120):
             amount = Decimal(cleaned) * unit
     except InvalidOperation:
-        raise ValueError(f"not an amount of ether: {text!r} (examples: 0.5, 1 ETH, 1000 wei)") from None
+        raise ValueError(
+            f"not an amount of ether: {text!r} (examples: 0.5, 1 ETH, 1000 wei)"
+        ) from None
     if amount < 0 or amount != amount.to_integral_value():
         raise ValueError(f"not a whole, non-negative number of wei: {text!r}")
     return int(amount)

@@ -26,7 +26,9 @@ def digest_of(label: str) -> bytes:
 
 
 def register_all(
-    client_for: Callable[..., CoordinatorClient], accounts: Sequence[LocalAccount], stake: int = ETHER
+    client_for: Callable[..., CoordinatorClient],
+    accounts: Sequence[LocalAccount],
+    stake: int = ETHER,
 ) -> list[CoordinatorClient]:
     """Registers each account as a peer named peer-<i>; returns their clients."""
     clients = []
@@ -46,8 +48,14 @@ def publish(client: CoordinatorClient, round: int, label: str = "batch") -> byte
 
 def verdict_on(subject: CoordinatorClient, round: int, digest: bytes, *, flag: bool) -> Attestation:
     """An attestation of ``subject``'s batch: a flag (7 of 8 agreed) or an agreement (8 of 8)."""
-    return Attestation(round=round, subject=subject.account_address, digest=digest, checked=8,
-                       agreed=7 if flag else 8, verified_reward_sum=1_000)
+    return Attestation(
+        round=round,
+        subject=subject.account_address,
+        digest=digest,
+        checked=8,
+        agreed=7 if flag else 8,
+        verified_reward_sum=1_000,
+    )
 
 
 class FlakyProxy:
@@ -104,7 +112,9 @@ class FlakyProxy:
         return None
 
     def _forward(self, body: bytes) -> requests.Response:
-        return requests.post(self.target_url, data=body, headers={"Content-Type": "application/json"}, timeout=10)
+        return requests.post(
+            self.target_url, data=body, headers={"Content-Type": "application/json"}, timeout=10
+        )
 
     @contextmanager
     def running(self) -> Iterator[FlakyProxy]:

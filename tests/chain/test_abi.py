@@ -1,4 +1,4 @@
-"""The committed ABI matches the contract, and the Python layer covers every function, error and event."""
+"""The committed ABI matches the contract; the Python layer covers every function, error, event."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from node.chain import abi as abi_module
+from node.chain import revert_decoding  # noqa: F401 - registers the revert classes
 from node.chain.abi import COMMITTED_ABI_PATH, load_abi, load_artifact, render_abi, snake_case
 from node.chain.client import CoordinatorClient
 from node.chain.errors import ContractRevert
 from node.chain.events import EVENT_TYPES, ChainEvent
-from node.chain import reverts  # noqa: F401 - registers the revert classes
 
 ABI = load_abi()
 
@@ -25,7 +25,9 @@ def _of(kind: str) -> list[dict]:
 def test_committed_abi_equals_fresh_forge_build(contract_artifact: Path) -> None:
     fresh = render_abi(load_artifact(contract_artifact)["abi"])
     assert COMMITTED_ABI_PATH.read_text() == fresh, (
-        "node/chain/abi/SwarmCoordinator.json is stale: run `python -m node.chain.abi --write` and commit it")
+        "node/chain/abi/SwarmCoordinator.json is stale: run `python -m node.chain.abi --write` and "
+        "commit it"
+    )
 
 
 def test_check_command_exit_codes(contract_artifact: Path, tmp_path: Path) -> None:
@@ -59,10 +61,15 @@ def test_every_function_has_a_client_method_with_matching_parameters() -> None:
         name = snake_case(function["name"])
         method = getattr(CoordinatorClient, name, None)
         assert callable(method), f"CoordinatorClient lacks {name} (for {function['name']})"
-        positional = [p for p in inspect.signature(method).parameters.values()
-                      if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self"]
+        positional = [
+            p
+            for p in inspect.signature(method).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self"
+        ]
         expected = len(function["inputs"]) + (function["stateMutability"] == "payable")
-        assert len(positional) == expected, f"{name} takes {len(positional)} arguments, ABI needs {expected}"
+        assert len(positional) == expected, (
+            f"{name} takes {len(positional)} arguments, ABI needs {expected}"
+        )
 
 
 def test_every_event_has_a_record_with_its_fields() -> None:

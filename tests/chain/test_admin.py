@@ -20,22 +20,31 @@ pytestmark = pytest.mark.integration
 
 
 def _events(chain, receipt, kind):
-    return EventReader(chain.w3, chain.deployment.coordinator).read(receipt.block_number, receipt.block_number,
-                                                                     events=[kind])
+    return EventReader(chain.w3, chain.deployment.coordinator).read(
+        receipt.block_number, receipt.block_number, events=[kind]
+    )
 
 
 def test_owner_sets_every_parameter(chain, client_for, dev_accounts) -> None:
     owner = client_for(dev_accounts[0])
     receipt = owner.set_min_stake(2 * ETHER)
-    assert [(e.name, e.value) for e in _events(chain, receipt, ParametersChanged)] == [("minStake", 2 * ETHER)]
+    assert [(e.name, e.value) for e in _events(chain, receipt, ParametersChanged)] == [
+        ("minStake", 2 * ETHER)
+    ]
     owner.set_unbonding_period(600)
     owner.set_attestation_window_rounds(3)
     owner.set_grace_rounds(2)
     owner.set_slash_bps(10_000)
     owner.set_dispute_quorum(3)
     params = owner.parameters()
-    assert (params.min_stake, params.unbonding_period, params.attestation_window_rounds, params.grace_rounds,
-            params.slash_bps, params.dispute_quorum) == (2 * ETHER, 600, 3, 2, 10_000, 3)
+    assert (
+        params.min_stake,
+        params.unbonding_period,
+        params.attestation_window_rounds,
+        params.grace_rounds,
+        params.slash_bps,
+        params.dispute_quorum,
+    ) == (2 * ETHER, 600, 3, 2, 10_000, 3)
 
 
 def test_out_of_range_parameters_name_the_rule(client_for, dev_accounts) -> None:
@@ -52,8 +61,12 @@ def test_out_of_range_parameters_name_the_rule(client_for, dev_accounts) -> None
 
 def test_only_the_owner_administers(client_for, dev_accounts) -> None:
     stranger = client_for(dev_accounts[3])
-    for action in (lambda: stranger.set_min_stake(1), stranger.pause, lambda: stranger.set_treasury(
-            dev_accounts[3].address), lambda: stranger.transfer_ownership(dev_accounts[3].address)):
+    for action in (
+        lambda: stranger.set_min_stake(1),
+        stranger.pause,
+        lambda: stranger.set_treasury(dev_accounts[3].address),
+        lambda: stranger.transfer_ownership(dev_accounts[3].address),
+    ):
         with pytest.raises(SwarmCoordinatorNotOwner) as caught:
             action()
         assert caught.value.caller == dev_accounts[3].address and "owner's key" in str(caught.value)
@@ -80,7 +93,9 @@ def test_treasury_change(chain, client_for, dev_accounts) -> None:
     with pytest.raises(SwarmCoordinatorZeroAddress):
         owner.set_treasury(ZERO_ADDRESS)
     receipt = owner.set_treasury(dev_accounts[7].address)
-    assert [e.treasury for e in _events(chain, receipt, TreasuryChanged)] == [dev_accounts[7].address]
+    assert [e.treasury for e in _events(chain, receipt, TreasuryChanged)] == [
+        dev_accounts[7].address
+    ]
     assert owner.treasury() == dev_accounts[7].address
 
 

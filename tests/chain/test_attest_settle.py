@@ -36,8 +36,11 @@ def swarm(chain, client_for, dev_accounts):
 
 def test_batched_attestation_records_every_item(chain, swarm) -> None:
     round_, (a, b, c, d), digests = swarm
-    items = [verdict_on(b, round_, digests[1], flag=False), verdict_on(c, round_, digests[2], flag=True),
-             verdict_on(d, round_, digests[3], flag=False)]
+    items = [
+        verdict_on(b, round_, digests[1], flag=False),
+        verdict_on(c, round_, digests[2], flag=True),
+        verdict_on(d, round_, digests[3], flag=False),
+    ]
     a.attest(list(reversed(items)))  # the client sorts into the contract's order
     assert a.verdict(round_, b.account_address) == Verdict(flags=0, agreements=1, settled=False)
     assert a.verdict(round_, c.account_address) == Verdict(flags=1, agreements=0, settled=False)
@@ -62,8 +65,14 @@ def test_digest_mismatch_names_both_digests(swarm) -> None:
 
 def test_out_of_order_and_repeated_attestations_are_refused(swarm) -> None:
     round_, (a, b, c, _), digests = swarm
-    items = sorted([verdict_on(b, round_, digests[1], flag=False), verdict_on(c, round_, digests[2], flag=False)],
-                   key=Attestation.sort_key, reverse=True)
+    items = sorted(
+        [
+            verdict_on(b, round_, digests[1], flag=False),
+            verdict_on(c, round_, digests[2], flag=False),
+        ],
+        key=Attestation.sort_key,
+        reverse=True,
+    )
     with pytest.raises(SwarmCoordinatorAttestationOutOfOrder) as caught:
         a.attest(items, sort=False)
     assert caught.value.round == round_ and caught.value.subject == items[1].subject
@@ -76,14 +85,30 @@ def test_invalid_items_are_refused(chain, swarm, client_for, dev_accounts) -> No
     round_, (a, b, *_), digests = swarm
     with pytest.raises(SwarmCoordinatorEmptyAttestation):
         a.attest([])
-    bad_counts = Attestation(round=round_, subject=b.account_address, digest=digests[1], checked=0, agreed=0,
-                             verified_reward_sum=0)
+    bad_counts = Attestation(
+        round=round_,
+        subject=b.account_address,
+        digest=digests[1],
+        checked=0,
+        agreed=0,
+        verified_reward_sum=0,
+    )
     with pytest.raises(SwarmCoordinatorInvalidCounts):
         a.attest([bad_counts])
     (e,) = register_all(client_for, dev_accounts[5:6])
     with pytest.raises(SwarmCoordinatorNoPublication):
-        a.attest([Attestation(round=round_, subject=e.account_address, digest=digests[0], checked=1, agreed=1,
-                              verified_reward_sum=0)])
+        a.attest(
+            [
+                Attestation(
+                    round=round_,
+                    subject=e.account_address,
+                    digest=digests[0],
+                    checked=1,
+                    agreed=1,
+                    verified_reward_sum=0,
+                )
+            ]
+        )
 
 
 def test_attestation_window_closes(chain, swarm) -> None:
@@ -129,7 +154,8 @@ def test_dispute_below_quorum_does_not_slash(chain, swarm) -> None:
         c.settle(round_, b.account_address)  # nobody flagged b
     receipt = c.settle(round_, a.account_address)
     (settled,) = EventReader(chain.w3, chain.deployment.coordinator).read(
-        receipt.block_number, receipt.block_number, events=[DisputeSettled])
+        receipt.block_number, receipt.block_number, events=[DisputeSettled]
+    )
     assert (settled.slashed, settled.amount, settled.flags, settled.agreements) == (False, 0, 1, 0)
     assert a.peer_info(a.account_address).stake == 2 * ETHER
     assert a.unclaimed_slashes() == 0

@@ -1,4 +1,4 @@
-"""Deploying (function and ``swarm-deploy``), the deployment record, and what the contract reports."""
+"""Deploying (function and ``swarm-deploy``), the deployment record, what the contract reports."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.chain_fixtures import DEV_KEYS, TEST_CONFIG, free_port
 KEY = DEV_KEYS[9]
 
 
-# ---------------------------------------------------------------------------------- record (no chain)
+# ------------------------------------------------------------------------------- record (no chain)
 
 
 def _record(deployment: Deployment, tmp_path: Path, **changes: object) -> Path:
@@ -44,7 +44,9 @@ def test_record_round_trips_and_checks_its_abi(deployment: Deployment, tmp_path:
 
 
 def test_missing_and_malformed_records_are_explained(tmp_path: Path) -> None:
-    with pytest.raises(DeploymentFileError, match="not found: deploy a coordinator with `swarm-deploy`"):
+    with pytest.raises(
+        DeploymentFileError, match="not found: deploy a coordinator with `swarm-deploy`"
+    ):
         Deployment.load(tmp_path / "nope.json")
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
@@ -72,11 +74,17 @@ def test_config_checks_the_contract_rules_before_deploying() -> None:
 def test_deployment_matches_the_chain(chain, deployment: Deployment, client_for) -> None:
     client = client_for()
     block = chain.w3.eth.get_block(deployment.deployment_block)
-    assert deployment.block_hash == block["hash"].to_0x_hex() and deployment.genesis == block["timestamp"]
+    assert (
+        deployment.block_hash == block["hash"].to_0x_hex()
+        and deployment.genesis == block["timestamp"]
+    )
     assert deployment.chain_id == 31337 and deployment.abi_sha256 == abi_sha256()
     assert client.parameters() == TEST_CONFIG.parameters() == deployment.parameters
-    assert (client.owner(), client.treasury(), client.pending_owner()) == (deployment.deployer,
-                                                                          deployment.deployer, None)
+    assert (client.owner(), client.treasury(), client.pending_owner()) == (
+        deployment.deployer,
+        deployment.deployer,
+        None,
+    )
     assert client.genesis_seed() == bytes.fromhex(deployment.genesis_seed[2:])
     client.check_deployment(deployment)
     with pytest.raises(DeploymentFileError, match="chain 5"):
@@ -84,7 +92,9 @@ def test_deployment_matches_the_chain(chain, deployment: Deployment, client_for)
 
 
 @pytest.mark.integration
-def test_domain_separator_and_typehash_match_the_contract(deployment: Deployment, client_for) -> None:
+def test_domain_separator_and_typehash_match_the_contract(
+    deployment: Deployment, client_for
+) -> None:
     client = client_for()
     domain = Domain(chain_id=deployment.chain_id, verifying_contract=deployment.coordinator)
     assert client.domain_separator() == domain.separator == client.domain.separator
@@ -92,7 +102,9 @@ def test_domain_separator_and_typehash_match_the_contract(deployment: Deployment
 
 
 @pytest.mark.integration
-def test_round_seeds_and_clock_match_the_contract(chain, deployment: Deployment, client_for) -> None:
+def test_round_seeds_and_clock_match_the_contract(
+    chain, deployment: Deployment, client_for
+) -> None:
     client = client_for()
     seed = bytes.fromhex(deployment.genesis_seed[2:])
     for round_ in (0, 1, 7, 2**64 - 1):
@@ -120,8 +132,22 @@ def test_help_explains_the_key_and_examples() -> None:
 @pytest.mark.integration
 def test_cli_deploys_and_writes_the_record(chain, anvil, tmp_path: Path) -> None:
     out = tmp_path / "local.json"
-    result = _invoke(["--rpc-url", anvil.url, "--out", str(out), "--round-duration", "30", "--min-stake", "0.5",
-                      "--slash-bps", "2000", "--seed-input", "0x" + "42" * 32])
+    result = _invoke(
+        [
+            "--rpc-url",
+            anvil.url,
+            "--out",
+            str(out),
+            "--round-duration",
+            "30",
+            "--min-stake",
+            "0.5",
+            "--slash-bps",
+            "2000",
+            "--seed-input",
+            "0x" + "42" * 32,
+        ]
+    )
     assert result.exit_code == 0, result.output
     assert KEY[2:] not in result.output
     record = Deployment.load(out)
@@ -137,9 +163,15 @@ def test_cli_deploys_and_writes_the_record(chain, anvil, tmp_path: Path) -> None
 
 
 def test_cli_without_key_says_which_variable(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["--out", str(tmp_path / "d.json")], env={"SWARM_DEPLOYER_KEY": ""})
-    assert result.exit_code == 1 and "set the environment variable SWARM_DEPLOYER_KEY" in result.output
-    bad = _invoke(["--key-env", "MY_KEY", "--out", str(tmp_path / "d.json")], env={"MY_KEY": "0x1234"})
+    result = CliRunner().invoke(
+        main, ["--out", str(tmp_path / "d.json")], env={"SWARM_DEPLOYER_KEY": ""}
+    )
+    assert (
+        result.exit_code == 1 and "set the environment variable SWARM_DEPLOYER_KEY" in result.output
+    )
+    bad = _invoke(
+        ["--key-env", "MY_KEY", "--out", str(tmp_path / "d.json")], env={"MY_KEY": "0x1234"}
+    )
     assert bad.exit_code == 1 and "MY_KEY does not hold a valid private key" in bad.output
     assert "0x1234" not in bad.output
 
@@ -158,18 +190,32 @@ def test_cli_unreachable_rpc(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_cli_missing_artifact_points_to_bootstrap(anvil, tmp_path: Path) -> None:
-    result = _invoke(["--rpc-url", anvil.url, "--out", str(tmp_path / "d.json"),
-                      "--artifact", str(tmp_path / "missing.json")])
+    result = _invoke(
+        [
+            "--rpc-url",
+            anvil.url,
+            "--out",
+            str(tmp_path / "d.json"),
+            "--artifact",
+            str(tmp_path / "missing.json"),
+        ]
+    )
     assert result.exit_code == 1 and "run scripts/bootstrap" in result.output
 
 
 @pytest.mark.integration
 def test_cli_unfunded_deployer(chain, anvil, tmp_path: Path) -> None:
     poor = Account.create()
-    result = _invoke(["--rpc-url", anvil.url, "--out", str(tmp_path / "d.json")], env={"SWARM_DEPLOYER_KEY":
-                                                                                      poor.key.hex()})
-    assert result.exit_code == 1 and "has no ether" in result.output and poor.address in result.output
+    result = _invoke(
+        ["--rpc-url", anvil.url, "--out", str(tmp_path / "d.json")],
+        env={"SWARM_DEPLOYER_KEY": poor.key.hex()},
+    )
+    assert (
+        result.exit_code == 1 and "has no ether" in result.output and poor.address in result.output
+    )
     chain.fund(poor.address, 10**12)  # not enough for the gas
-    result = _invoke(["--rpc-url", anvil.url, "--out", str(tmp_path / "d.json")], env={"SWARM_DEPLOYER_KEY":
-                                                                                      poor.key.hex()})
+    result = _invoke(
+        ["--rpc-url", anvil.url, "--out", str(tmp_path / "d.json")],
+        env={"SWARM_DEPLOYER_KEY": poor.key.hex()},
+    )
     assert result.exit_code == 1 and "fund it" in result.output, result.output

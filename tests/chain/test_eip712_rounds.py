@@ -23,44 +23,85 @@ from node.chain.rounds import RoundClock, round_seed
 ACCOUNT = Account.from_key("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d")
 DOMAIN = Domain(chain_id=31337, verifying_contract="0x5FbDB2315678afecb367f032d93F642f64180aa3")
 HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
-DOMAIN_FIELDS = [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
-                 {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"}]
-PUBLISH_FIELDS = [{"name": "peer", "type": "address"}, {"name": "round", "type": "uint64"},
-                  {"name": "digest", "type": "bytes32"}, {"name": "groups", "type": "uint32"},
-                  {"name": "completions", "type": "uint32"}, {"name": "rewardSum", "type": "int64"}]
-BATCH_FIELDS = [{"name": "peer", "type": "address"}, {"name": "round", "type": "uint64"},
-                {"name": "bodyHash", "type": "bytes32"}]
+DOMAIN_FIELDS = [
+    {"name": "name", "type": "string"},
+    {"name": "version", "type": "string"},
+    {"name": "chainId", "type": "uint256"},
+    {"name": "verifyingContract", "type": "address"},
+]
+PUBLISH_FIELDS = [
+    {"name": "peer", "type": "address"},
+    {"name": "round", "type": "uint64"},
+    {"name": "digest", "type": "bytes32"},
+    {"name": "groups", "type": "uint32"},
+    {"name": "completions", "type": "uint32"},
+    {"name": "rewardSum", "type": "int64"},
+]
+BATCH_FIELDS = [
+    {"name": "peer", "type": "address"},
+    {"name": "round", "type": "uint64"},
+    {"name": "bodyHash", "type": "bytes32"},
+]
 
 
 def eth_account_encoding(primary: str, fields: list[dict], message: dict, domain: Domain = DOMAIN):
-    return encode_typed_data(full_message={
-        "types": {"EIP712Domain": DOMAIN_FIELDS, primary: fields}, "primaryType": primary,
-        "domain": domain.as_dict(), "message": message})
+    return encode_typed_data(
+        full_message={
+            "types": {"EIP712Domain": DOMAIN_FIELDS, primary: fields},
+            "primaryType": primary,
+            "domain": domain.as_dict(),
+            "message": message,
+        }
+    )
 
 
-@given(round=st.integers(0, 2**64 - 1), digest=st.binary(min_size=32, max_size=32),
-       groups=st.integers(0, 2**32 - 1), completions=st.integers(0, 2**32 - 1),
-       reward_sum=st.integers(-(2**63), 2**63 - 1), chain_id=st.integers(1, 2**64))
-def test_publish_hash_matches_eth_account(round, digest, groups, completions, reward_sum, chain_id) -> None:
+@given(
+    round=st.integers(0, 2**64 - 1),
+    digest=st.binary(min_size=32, max_size=32),
+    groups=st.integers(0, 2**32 - 1),
+    completions=st.integers(0, 2**32 - 1),
+    reward_sum=st.integers(-(2**63), 2**63 - 1),
+    chain_id=st.integers(1, 2**64),
+)
+def test_publish_hash_matches_eth_account(
+    round, digest, groups, completions, reward_sum, chain_id
+) -> None:
     domain = Domain(chain_id=chain_id, verifying_contract=DOMAIN.verifying_contract)
-    expected = eth_account_encoding("Publish", PUBLISH_FIELDS, {
-        "peer": ACCOUNT.address, "round": round, "digest": digest, "groups": groups,
-        "completions": completions, "rewardSum": reward_sum}, domain)
-    struct_hash = publish_struct_hash(ACCOUNT.address, round, digest, groups, completions, reward_sum)
+    expected = eth_account_encoding(
+        "Publish",
+        PUBLISH_FIELDS,
+        {
+            "peer": ACCOUNT.address,
+            "round": round,
+            "digest": digest,
+            "groups": groups,
+            "completions": completions,
+            "rewardSum": reward_sum,
+        },
+        domain,
+    )
+    struct_hash = publish_struct_hash(
+        ACCOUNT.address, round, digest, groups, completions, reward_sum
+    )
     assert expected.header == domain.separator and expected.body == struct_hash
-    assert typed_data_hash(domain, struct_hash) == keccak(b"\x19" + expected.version + expected.header + expected.body)
+    assert typed_data_hash(domain, struct_hash) == keccak(
+        b"\x19" + expected.version + expected.header + expected.body
+    )
 
 
 def test_rollout_batch_hash_matches_eth_account() -> None:
     body_hash = keccak(text="body")
-    expected = eth_account_encoding("RolloutBatch", BATCH_FIELDS,
-                                    {"peer": ACCOUNT.address, "round": 12, "bodyHash": body_hash})
+    expected = eth_account_encoding(
+        "RolloutBatch", BATCH_FIELDS, {"peer": ACCOUNT.address, "round": 12, "bodyHash": body_hash}
+    )
     assert expected.body == rollout_batch_struct_hash(ACCOUNT.address, 12, body_hash)
 
 
 def test_signatures_recover_to_the_signer_and_fit_the_contract() -> None:
     digest = keccak(text="batch")
-    signature = sign_publish(ACCOUNT, DOMAIN, round=3, digest=digest, groups=2, completions=16, reward_sum=-5)
+    signature = sign_publish(
+        ACCOUNT, DOMAIN, round=3, digest=digest, groups=2, completions=16, reward_sum=-5
+    )
     assert len(signature) == 65 and signature[64] in (27, 28)
     assert int.from_bytes(signature[32:64], "big") <= HALF_ORDER
     struct_hash = publish_struct_hash(ACCOUNT.address, 3, digest, 2, 16, -5)
@@ -68,8 +109,12 @@ def test_signatures_recover_to_the_signer_and_fit_the_contract() -> None:
     other = publish_struct_hash(ACCOUNT.address, 3, digest, 2, 17, -5)
     assert recover_struct_signer(DOMAIN, other, signature) != ACCOUNT.address
     batch_signature = sign_rollout_batch(ACCOUNT, DOMAIN, round=3, body_hash=digest)
-    assert recover_struct_signer(DOMAIN, rollout_batch_struct_hash(ACCOUNT.address, 3, digest),
-                                 batch_signature) == ACCOUNT.address
+    assert (
+        recover_struct_signer(
+            DOMAIN, rollout_batch_struct_hash(ACCOUNT.address, 3, digest), batch_signature
+        )
+        == ACCOUNT.address
+    )
     with pytest.raises(ValueError):
         recover_struct_signer(DOMAIN, struct_hash, signature[:64])
 

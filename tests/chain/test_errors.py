@@ -1,4 +1,4 @@
-"""The revert decoder, volunteer-facing messages, unit formatting and RPC error classification (no chain)."""
+"""Revert decoding, volunteer-facing messages, units and RPC error classification (no chain)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from node.chain.errors import (
     RpcError,
     RpcUnavailable,
 )
+from node.chain.revert_decoding import decode_revert, error_selectors
 from node.chain.reverts import (
     SwarmCoordinatorAttestationOutOfOrder,
     SwarmCoordinatorInsufficientStake,
@@ -29,8 +30,6 @@ from node.chain.reverts import (
     SwarmCoordinatorStillUnbonding,
     SwarmCoordinatorWrongRound,
     SwarmCoordinatorZeroDigest,
-    decode_revert,
-    error_selectors,
 )
 from node.chain.rpc import RetryPolicy, call_with_retry, classify
 from node.chain.units import format_duration, format_eth, parse_eth
@@ -55,8 +54,11 @@ def test_every_abi_error_decodes_to_its_class_with_its_values() -> None:
 
 
 def test_insufficient_stake_message_in_eth() -> None:
-    error = decode_revert(revert_data("SwarmCoordinatorInsufficientStake", ["uint256", "uint256"],
-                                      [5 * 10**17, 10**18]))
+    error = decode_revert(
+        revert_data(
+            "SwarmCoordinatorInsufficientStake", ["uint256", "uint256"], [5 * 10**17, 10**18]
+        )
+    )
     assert isinstance(error, SwarmCoordinatorInsufficientStake)
     assert (error.stake, error.min_stake) == (5 * 10**17, 10**18)
     assert "stake 0.5 ETH is below the minimum 1 ETH" in str(error)
@@ -80,8 +82,11 @@ def test_wrong_round_says_future_or_late() -> None:
 
 
 def test_invalid_parameter_names_the_parameter_and_its_rule() -> None:
-    data = revert_data("SwarmCoordinatorInvalidParameter", ["bytes32", "uint256"],
-                       [b"slashBps".ljust(32, b"\0"), 10_001])
+    data = revert_data(
+        "SwarmCoordinatorInvalidParameter",
+        ["bytes32", "uint256"],
+        [b"slashBps".ljust(32, b"\0"), 10_001],
+    )
     error = decode_revert(data)
     assert isinstance(error, SwarmCoordinatorInvalidParameter)
     assert error.parameter_name == "slashBps"
@@ -89,7 +94,9 @@ def test_invalid_parameter_names_the_parameter_and_its_rule() -> None:
 
 
 def test_addresses_are_checksummed() -> None:
-    data = revert_data("SwarmCoordinatorAttestationOutOfOrder", ["uint64", "address"], [2, ADDRESS.lower()])
+    data = revert_data(
+        "SwarmCoordinatorAttestationOutOfOrder", ["uint64", "address"], [2, ADDRESS.lower()]
+    )
     error = decode_revert(data)
     assert isinstance(error, SwarmCoordinatorAttestationOutOfOrder) and error.subject == ADDRESS
 
@@ -103,7 +110,9 @@ def test_plain_reverts_and_unknown_selectors_keep_the_raw_data() -> None:
     assert type(unknown) is ContractRevert and unknown.data == bytes.fromhex("deadbeef01")
     assert "0xdeadbeef01" in str(unknown)
     assert type(decode_revert(None)) is ContractRevert
-    truncated = decode_revert(revert_data("SwarmCoordinatorWrongRound", ["uint64", "uint64"], [1, 2])[:10])
+    truncated = decode_revert(
+        revert_data("SwarmCoordinatorWrongRound", ["uint64", "uint64"], [1, 2])[:10]
+    )
     assert type(truncated) is ContractRevert
 
 
@@ -112,16 +121,26 @@ def test_selectors_are_unique_and_complete() -> None:
 
 
 def test_reverts_survive_pickling_with_their_context() -> None:
-    error = decode_revert(revert_data("SwarmCoordinatorZeroDigest", [], [])).with_context(tx_hash="0xabc")
+    error = decode_revert(revert_data("SwarmCoordinatorZeroDigest", [], [])).with_context(
+        tx_hash="0xabc"
+    )
     copy = pickle.loads(pickle.dumps(error))
-    assert isinstance(copy, SwarmCoordinatorZeroDigest) and copy.tx_hash == "0xabc" and str(copy) == str(error)
+    assert (
+        isinstance(copy, SwarmCoordinatorZeroDigest)
+        and copy.tx_hash == "0xabc"
+        and str(copy) == str(error)
+    )
 
 
 def test_web3_contract_errors_are_decoded() -> None:
     data = "0x" + revert_data("SwarmCoordinatorZeroDigest", [], []).hex()
-    assert isinstance(classify(ContractCustomError(data, data=data), what="x", endpoint="e"),
-                      SwarmCoordinatorZeroDigest)
-    plain = classify(ContractLogicError("execution reverted: nope", data=None), what="x", endpoint="e")
+    assert isinstance(
+        classify(ContractCustomError(data, data=data), what="x", endpoint="e"),
+        SwarmCoordinatorZeroDigest,
+    )
+    plain = classify(
+        ContractLogicError("execution reverted: nope", data=None), what="x", endpoint="e"
+    )
     assert type(plain) is ContractRevert and "nope" in str(plain)
 
 
@@ -135,18 +154,21 @@ def _rpc_error(message: str) -> Web3RPCError:
     return Web3RPCError(message, rpc_response={"error": {"code": -32000, "message": message}})
 
 
-@pytest.mark.parametrize(("exc", "expected"), [
-    (requests.ConnectionError("refused"), RpcUnavailable),
-    (requests.Timeout("slow"), RpcUnavailable),
-    (_http_error(429), RpcUnavailable),
-    (_http_error(503), RpcUnavailable),
-    (_http_error(404), RpcError),
-    (_rpc_error("nonce too low"), NonceConflict),
-    (_rpc_error("replacement transaction underpriced"), NonceConflict),
-    (_rpc_error("insufficient funds for gas * price + value"), InsufficientFunds),
-    (_rpc_error("daily request rate limit exceeded"), RpcUnavailable),
-    (_rpc_error("method not found"), RpcError),
-])
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (requests.ConnectionError("refused"), RpcUnavailable),
+        (requests.Timeout("slow"), RpcUnavailable),
+        (_http_error(429), RpcUnavailable),
+        (_http_error(503), RpcUnavailable),
+        (_http_error(404), RpcError),
+        (_rpc_error("nonce too low"), NonceConflict),
+        (_rpc_error("replacement transaction underpriced"), NonceConflict),
+        (_rpc_error("insufficient funds for gas * price + value"), InsufficientFunds),
+        (_rpc_error("daily request rate limit exceeded"), RpcUnavailable),
+        (_rpc_error("method not found"), RpcError),
+    ],
+)
 def test_rpc_errors_are_sorted_into_the_family(exc: Exception, expected: type) -> None:
     error = classify(exc, what="reading", endpoint="http://rpc.example")
     assert type(error) is expected
@@ -169,7 +191,9 @@ def test_retry_backs_off_exponentially_then_gives_up() -> None:
 
     policy = RetryPolicy(attempts=4, initial_delay=0.5, multiplier=2, max_delay=1.5, jitter=0)
     with pytest.raises(RpcUnavailable, match="gave up after 4 attempts"):
-        call_with_retry(failing, what="reading", endpoint="http://x", policy=policy, sleep=delays.append)
+        call_with_retry(
+            failing, what="reading", endpoint="http://x", policy=policy, sleep=delays.append
+        )
     assert len(calls) == 4 and delays == [0.5, 1.0, 1.5]
 
 
@@ -186,9 +210,17 @@ def test_permanent_errors_are_not_retried() -> None:
 
 
 def test_eth_units() -> None:
-    assert format_eth(10**18) == "1 ETH" and format_eth(5 * 10**17) == "0.5 ETH" and format_eth(0) == "0 ETH"
+    assert (
+        format_eth(10**18) == "1 ETH"
+        and format_eth(5 * 10**17) == "0.5 ETH"
+        and format_eth(0) == "0 ETH"
+    )
     assert format_eth(1) == "0.000000000000000001 ETH"
-    assert parse_eth("1.5") == 15 * 10**17 and parse_eth("2 ETH") == 2 * 10**18 and parse_eth("7 wei") == 7
+    assert (
+        parse_eth("1.5") == 15 * 10**17
+        and parse_eth("2 ETH") == 2 * 10**18
+        and parse_eth("7 wei") == 7
+    )
     for bad in ("abc", "-1", "1e-30"):
         with pytest.raises(ValueError):
             parse_eth(bad)

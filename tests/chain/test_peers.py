@@ -21,7 +21,9 @@ from tests.chain.helpers import ETHER, publish, register_all, verdict_on
 pytestmark = pytest.mark.integration
 
 
-def test_register_records_an_active_peer_and_returns_a_receipt(chain, client_for, dev_accounts) -> None:
+def test_register_records_an_active_peer_and_returns_a_receipt(
+    chain, client_for, dev_accounts
+) -> None:
     client = client_for(dev_accounts[1])
     receipt = client.register("alice", 2 * ETHER)
     assert receipt.block_number == chain.w3.eth.block_number and receipt.gas_used > 21_000
@@ -36,7 +38,10 @@ def test_register_below_min_stake_explains_the_minimum(client_for, dev_accounts)
     with pytest.raises(SwarmCoordinatorInsufficientStake) as caught:
         client.register("alice", ETHER // 2)
     assert (caught.value.stake, caught.value.min_stake) == (ETHER // 2, ETHER)
-    assert "stake 0.5 ETH is below the minimum 1 ETH: register with --stake of at least 1 ETH" in str(caught.value)
+    assert (
+        "stake 0.5 ETH is below the minimum 1 ETH: register with --stake of at least 1 ETH"
+        in str(caught.value)
+    )
 
 
 @pytest.mark.parametrize("name", ["", "x" * 33, "é" * 17])
@@ -111,5 +116,7 @@ def test_revert_is_a_contract_revert_and_not_retried(client_for, dev_accounts) -
     client = client_for(dev_accounts[1])
     with pytest.raises(ContractRevert) as caught:
         client.withdraw()
-    assert type(caught.value).__name__ == "SwarmCoordinatorNotExiting" and not caught.value.retryable
+    assert (
+        type(caught.value).__name__ == "SwarmCoordinatorNotExiting" and not caught.value.retryable
+    )
     assert caught.value.data[:4] == keccak(text="SwarmCoordinatorNotExiting(address)")[:4]

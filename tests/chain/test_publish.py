@@ -34,8 +34,14 @@ def test_publish_in_the_current_round(chain, client_for, dev_accounts) -> None:
     assert peer.publication(round_, peer.account_address) == digest
     assert peer.publication(round_ + 1, peer.account_address) is None
     event = _published(chain, receipt)
-    assert (event.round, event.peer, event.digest, event.groups, event.completions, event.reward_sum) == (
-        round_, peer.account_address, digest, 4, 32, -7)
+    assert (
+        event.round,
+        event.peer,
+        event.digest,
+        event.groups,
+        event.completions,
+        event.reward_sum,
+    ) == (round_, peer.account_address, digest, 4, 32, -7)
     assert event.relayer is None and event.tx_hash == receipt.tx_hash
 
 
@@ -80,7 +86,9 @@ def test_relayed_publish_records_the_sponsor(chain, client_for, dev_accounts) ->
     round_ = chain.current_round()
     digest = digest_of("relayed")
     signature = peer.sign_publish(round_, digest, 3, 24, 500)
-    receipt = sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 500, signature)
+    receipt = sponsor.publish_rollouts_for(
+        peer.account_address, round_, digest, 3, 24, 500, signature
+    )
     event = _published(chain, receipt)
     assert event.peer == peer.account_address and event.relayer == sponsor.account_address
     assert peer.publication(round_, peer.account_address) == digest
@@ -92,16 +100,30 @@ def test_forged_or_mismatched_signatures_are_refused(chain, client_for, dev_acco
     round_ = chain.current_round()
     digest = digest_of("relayed")
     forger = Account.create()
-    forged = sign_publish(forger, sponsor.domain, round=round_, digest=digest, groups=3, completions=24,
-                          reward_sum=500)
+    forged = sign_publish(
+        forger,
+        sponsor.domain,
+        round=round_,
+        digest=digest,
+        groups=3,
+        completions=24,
+        reward_sum=500,
+    )
     with pytest.raises(SwarmCoordinatorInvalidSignature, match="signature"):
         sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 500, forged)
     genuine = peer.sign_publish(round_, digest, 3, 24, 500)
     with pytest.raises(SwarmCoordinatorInvalidSignature):  # the sponsor inflates the reward
         sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 5_000, genuine)
     other_domain = Domain(chain_id=1, verifying_contract=sponsor.address)
-    wrong_chain = sign_publish(dev_accounts[1], other_domain, round=round_, digest=digest, groups=3,
-                               completions=24, reward_sum=500)
+    wrong_chain = sign_publish(
+        dev_accounts[1],
+        other_domain,
+        round=round_,
+        digest=digest,
+        groups=3,
+        completions=24,
+        reward_sum=500,
+    )
     with pytest.raises(SwarmCoordinatorInvalidSignature):
         sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 500, wrong_chain)
     with pytest.raises(SwarmCoordinatorInvalidSignature):

@@ -19,8 +19,8 @@ from node.chain.errors import (
 from node.chain.reverts import SwarmCoordinatorAlreadyPublished, SwarmCoordinatorInsufficientStake
 from node.chain.rpc import RetryPolicy, connect
 from node.chain.transactions import TransactionSender
-from tests.chain_fixtures import free_port
 from tests.chain.helpers import ETHER, FlakyProxy, digest_of, register_all
+from tests.chain_fixtures import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,9 @@ def _client(url: str, deployment, account=None, retry: RetryPolicy = QUICK) -> C
 
 def test_unreachable_rpc_is_retryable_and_says_where(deployment) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    client = _client(url, deployment, retry=RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02))
+    client = _client(
+        url, deployment, retry=RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02)
+    )
     started = time.monotonic()
     with pytest.raises(RpcUnavailable) as caught:
         client.current_round()
@@ -45,7 +47,11 @@ def test_unreachable_rpc_is_retryable_and_says_where(deployment) -> None:
 
 
 def test_transient_http_failures_are_retried(chain, anvil, deployment, dev_accounts) -> None:
-    plan = {"eth_call": [503, 429, "drop"], "eth_estimateGas": [502], "eth_sendRawTransaction": ["drop"]}
+    plan = {
+        "eth_call": [503, 429, "drop"],
+        "eth_estimateGas": [502],
+        "eth_sendRawTransaction": ["drop"],
+    }
     with FlakyProxy(anvil.url, plan).running() as proxy:
         client = _client(proxy.url, deployment, dev_accounts[1])
         assert client.current_round() == chain.current_round()
@@ -54,7 +60,9 @@ def test_transient_http_failures_are_retried(chain, anvil, deployment, dev_accou
     assert proxy.seen.count("eth_call") >= 4 and proxy.seen.count("eth_sendRawTransaction") == 2
 
 
-def test_a_send_whose_answer_was_lost_is_not_sent_twice(chain, anvil, deployment, dev_accounts, client_for) -> None:
+def test_a_send_whose_answer_was_lost_is_not_sent_twice(
+    chain, anvil, deployment, dev_accounts, client_for
+) -> None:
     with FlakyProxy(anvil.url, {"eth_sendRawTransaction": ["lost"]}).running() as proxy:
         client = _client(proxy.url, deployment, dev_accounts[1])
         client.register("alice", ETHER)
@@ -68,8 +76,8 @@ def test_nonce_taken_by_another_process_is_resynced(chain, client_for, dev_accou
     second = client_for(dev_accounts[1])  # same key, own nonce counter: another process
     first.register("alice", ETHER)
     second.add_stake(ETHER)
-    # first's counter is stale: nonce too low -> resync -> resend. (The amounts differ: a byte-identical
-    # transaction already on chain would count as this one having landed.)
+    # first's counter is stale: nonce too low -> resync -> resend. (The amounts differ: a
+    # byte-identical transaction already on chain would count as this one having landed.)
     first.add_stake(2 * ETHER)
     assert first.peer_info(dev_accounts[1].address).stake == 4 * ETHER
     assert chain.w3.eth.get_transaction_count(dev_accounts[1].address) == 3
@@ -84,7 +92,9 @@ def test_a_revert_at_estimation_does_not_use_the_nonce(chain, client_for, dev_ac
     assert chain.w3.eth.get_transaction_count(dev_accounts[1].address) == 1
 
 
-def test_a_mined_revert_is_replayed_for_its_reason_and_uses_its_nonce(chain, client_for, dev_accounts) -> None:
+def test_a_mined_revert_is_replayed_for_its_reason_and_uses_its_nonce(
+    chain, client_for, dev_accounts
+) -> None:
     (peer,) = register_all(client_for, dev_accounts[1:2])
     round_ = chain.current_round()
     peer.transact("publishRollouts", round_, digest_of("a"), 1, 8, 0, gas=200_000)
