@@ -83,3 +83,14 @@ def test_snake_case() -> None:
     assert snake_case("publishRolloutsFor") == "publish_rollouts_for"
     assert snake_case("PUBLISH_TYPEHASH") == "publish_typehash"
     assert snake_case("settleableFromRound") == "settleable_from_round"
+
+
+def test_the_chain_layer_never_imports_the_learning_stack() -> None:
+    code = (
+        "import sys, pkgutil, importlib, node.chain as c\n"
+        "for m in pkgutil.iter_modules(c.__path__): importlib.import_module(f'node.chain.{m.name}')\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in {'torch', 'transformers', 'peft'})\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
