@@ -231,12 +231,12 @@ contract SwarmCoordinator is ISwarmCoordinator {
         if (currentRound() < settleableFrom) {
             revert SwarmCoordinatorAttestationWindowOpen(round, settleableFrom);
         }
-        Verdict storage verdict = _verdicts[round][subject];
-        if (verdict.settled) revert SwarmCoordinatorAlreadySettled(round, subject);
-        uint32 flags = verdict.flags;
-        uint32 agreements = verdict.agreements;
+        Verdict storage tally = _verdicts[round][subject];
+        if (tally.settled) revert SwarmCoordinatorAlreadySettled(round, subject);
+        uint32 flags = tally.flags;
+        uint32 agreements = tally.agreements;
         if (flags == 0) revert SwarmCoordinatorNoDispute(round, subject);
-        verdict.settled = true;
+        tally.settled = true;
         PeerInfo storage peer = _peers[subject];
         peer.openDisputes -= 1;
         bool slashed = flags >= _params.disputeQuorum && flags > agreements;
@@ -298,7 +298,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
         return _owner;
     }
 
-    /// @notice The address that accepted ownership is pending, zero if none.
+    /// @notice The address a started ownership transfer waits for (see acceptOwnership), zero if none.
     function pendingOwner() external view returns (address) {
         return _pendingOwner;
     }
