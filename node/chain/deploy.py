@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from eth_account import Account
@@ -20,7 +22,7 @@ from pydantic import ValidationError
 from node.chain.deployer import DeployConfig, deploy_coordinator
 from node.chain.errors import ChainError
 from node.chain.rpc import RetryPolicy, call_with_retry, connect
-from node.chain.units import parse_eth
+from node.chain.units import format_eth, parse_eth
 
 __all__ = ["DeployConfig", "account_from_env", "default_out_path", "deploy_coordinator", "main"]
 
@@ -71,6 +73,22 @@ def _bytes32(ctx: click.Context, param: click.Parameter, value: str | None) -> b
     return raw
 
 
+def _config_option(name: str, value_type: Any, **kwargs: Any) -> Callable[[Any], Any]:
+    """A click option for ``DeployConfig.<name>``: its default and help come from the model."""
+    field = DeployConfig.model_fields[name]
+    default = field.default if field.default_factory is None else None
+    if name == "min_stake":  # the CLI takes ETH, the model holds wei
+        default = format_eth(default).removesuffix(" ETH")
+    return click.option(
+        f"--{name.replace('_', '-')}",
+        type=value_type,
+        default=default,
+        show_default=default is not None,
+        help=field.description,
+        **kwargs,
+    )
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--rpc-url",
@@ -101,61 +119,14 @@ def _bytes32(ctx: click.Context, param: click.Parameter, value: str | None) -> b
     help="forge artifact to deploy "
     "[default: contracts/out/SwarmCoordinator.sol/SwarmCoordinator.json].",
 )
-@click.option(
-    "--round-duration",
-    type=click.IntRange(min=1),
-    default=120,
-    show_default=True,
-    help="Seconds per round; fixed for good.",
-)
-@click.option(
-    "--seed-input",
-    default=None,
-    metavar="HEX32",
-    callback=_bytes32,
-    help="Deployer's 32-byte contribution to the genesis seed [default: random].",
-)
-@click.option(
-    "--min-stake",
-    default="0.01",
-    show_default=True,
-    callback=_eth_amount,
-    help="Minimum stake to register, in ETH (or '1000 wei').",
-)
-@click.option(
-    "--unbonding-period",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Seconds between request-exit and withdraw [default: max(3600, (window + 1) rounds)].",
-)
-@click.option(
-    "--grace-rounds",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="Rounds after round r during which a batch for r is still accepted.",
-)
-@click.option(
-    "--attestation-window-rounds",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Rounds after round r during which r may be attested; settling comes after.",
-)
-@click.option(
-    "--slash-bps",
-    type=click.IntRange(0, 10_000),
-    default=1000,
-    show_default=True,
-    help="Share of stake slashed by a lost dispute, in basis points.",
-)
-@click.option(
-    "--dispute-quorum",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Flags needed (and more flags than agreements) to slash.",
-)
+@_config_option("round_duration", click.IntRange(min=1))
+@_config_option("seed_input", str, callback=_bytes32, metavar="HEX32")
+@_config_option("min_stake", str, callback=_eth_amount)
+@_config_option("unbonding_period", click.IntRange(min=1))
+@_config_option("grace_rounds", click.IntRange(min=0))
+@_config_option("attestation_window_rounds", click.IntRange(min=1))
+@_config_option("slash_bps", click.IntRange(0, 10_000))
+@_config_option("dispute_quorum", click.IntRange(min=1))
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),

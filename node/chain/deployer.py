@@ -46,27 +46,47 @@ class DeployConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     round_duration: int = Field(
-        120, gt=0, lt=2**64, description="Seconds per round (fixed for good)."
+        120, gt=0, lt=2**64, description="Seconds per round; fixed for good."
     )
     seed_input: Bytes32 = Field(
         default_factory=lambda: secrets.token_bytes(32),
-        description="Deployer's contribution to the genesis seed.",
+        description="Deployer's 32-byte contribution to the genesis seed [default: random].",
     )
-    min_stake: int = Field(10**16, gt=0, lt=2**96, description="Wei needed to register.")
+    min_stake: int = Field(
+        10**16,
+        gt=0,
+        lt=2**96,
+        description="Minimum stake to register: wei here, ETH (or 'N wei') on the command line.",
+    )
     unbonding_period: int | None = Field(
         None,
-        description="Seconds from requestExit to withdraw; default max(3600, (window + 1) rounds).",
+        description="Seconds between request-exit and withdraw "
+        "[default: max(3600, (window + 1) rounds)].",
     )
     grace_rounds: int = Field(
-        1, ge=0, lt=2**16, description="Rounds a late batch is still accepted."
+        1,
+        ge=0,
+        lt=2**16,
+        description="Rounds after round r during which a batch for r is still accepted.",
     )
     attestation_window_rounds: int = Field(
-        2, gt=0, lt=2**16, description="Rounds to attest a round."
+        2,
+        gt=0,
+        lt=2**16,
+        description="Rounds after round r during which r may be attested; settling comes after.",
     )
     slash_bps: int = Field(
-        1000, ge=0, le=10_000, description="Stake share slashed per lost dispute (bps)."
+        1000,
+        ge=0,
+        le=10_000,
+        description="Share of stake slashed by a lost dispute, in basis points.",
     )
-    dispute_quorum: int = Field(2, gt=0, lt=2**16, description="Flags needed to slash.")
+    dispute_quorum: int = Field(
+        2,
+        gt=0,
+        lt=2**16,
+        description="Flags needed (and more flags than agreements) to slash.",
+    )
 
     @model_validator(mode="after")
     def _cross_checks(self) -> DeployConfig:
