@@ -1,0 +1,200 @@
+"""Task presets: which reasoning-gym datasets a round's tasks come from, with what weights.
+
+A preset is named in every batch (``tasks.preset``); a verifier must know it by that name and
+rejects batches naming one it does not know (PROTOCOL.md, "Task derivation"). The definitions
+below are therefore part of the protocol: change one only together with every node (rename it
+when its meaning changes).
+
+Two presets ship:
+
+- ``smol-easy`` (the default): easy ``basic_arithmetic`` settings for the shipped
+  SmolLM2-135M-Instruct. With three format demonstrations it scored 0.28 on one-digit addition and
+  0.06 on two-digit addition/subtraction, but ~0.01 on the default settings (DESIGN.md); GRPO
+  learns only from groups whose rewards differ, so the mix sits where the base model scores
+  between ~5% and ~50%. Only measured kinds of question are in it.
+- ``paper``: the nine datasets of the published SAPO experiment with their default configs and
+  equal weights, for stronger models.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from node.tasks import generator
+from node.tasks.errors import UnknownPreset
+
+# PROTOCOL.md limits a batch to 64 groups, one per task.
+MAX_TASKS_PER_ROUND = 64
+
+_PRESET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+class PresetEntry(BaseModel):
+    """One dataset of a preset: ``create_dataset(dataset, seed=..., size=..., **config)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str = Field(description="reasoning-gym dataset name, e.g. 'basic_arithmetic'")
+    weight: float = Field(
+        gt=0, allow_inf_nan=False, description="relative draw weight (need not sum to 1)"
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments of the dataset's config, besides seed and size; "
+        "JSON values only (tuples become lists)",
+    )
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        if name not in generator.known_datasets():
+            close = difflib.get_close_matches(name, generator.known_datasets(), n=3)
+            hint = f"; similar: {', '.join(close)}" if close else ""
+            raise ValueError(f"unknown dataset {name!r} in {generator.generator_id()}{hint}")
+        return name
+
+    @field_validator("config")
+    @classmethod
+    def _json_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        # The config becomes exactly its JSON form (tuples -> lists), which other implementations
+        # of the protocol can reproduce and which caches can key on.
+        try:
+            return json.loads(generator.config_key(config))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"config must hold JSON values only ({exc})") from None
+
+    @model_validator(mode="after")
+    def _valid_config(self) -> PresetEntry:
+        allowed = generator.config_fields(self.dataset)
+        reserved = sorted(generator.RESERVED_CONFIG_KEYS & self.config.keys())
+        if reserved:
+            raise ValueError(
+                f"{self.dataset}: config may not set {', '.join(reserved)} "
+                "(task derivation sets seed and size)"
+            )
+        unknown = sorted(set(self.config) - set(allowed))
+        if unknown:
+            raise ValueError(
+                f"{self.dataset}: unknown config keys {', '.join(unknown)}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+        try:
+            generator.generate(self.dataset, self.config, seed=0)
+        except Exception as exc:  # AssertionError from the config's validate(), TypeError, ...
+            raise ValueError(
+                f"{self.dataset}: reasoning-gym rejects config {self.config}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        return self
+
+
+class Preset(BaseModel):
+    """A named task mix: how many tasks a peer derives per round and from which datasets."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="name written in batches; lower-case letters, digits, . _ -")
+    tasks_per_round: int = Field(
+        ge=1, le=MAX_TASKS_PER_ROUND, description="tasks (groups) per peer per round"
+    )
+    entries: tuple[PresetEntry, ...] = Field(
+        min_length=1, description="datasets, drawn by weight in this order"
+    )
+    description: str = Field(default="", description="one line for humans")
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, name: str) -> str:
+        if not _PRESET_NAME.fullmatch(name):
+            raise ValueError(
+                f"preset name {name!r} must be 1-64 characters of a-z, 0-9, '.', '_', '-', "
+                "starting with a letter or digit"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _finite_total(self) -> Preset:
+        if not math.isfinite(self.total_weight):
+            raise ValueError(f"preset {self.name!r}: the weights' sum overflows; use smaller ones")
+        return self
+
+    @property
+    def total_weight(self) -> float:
+        """Sum of the entries' weights, added in entry order (the draw depends on that order)."""
+        total = 0.0
+        for entry in self.entries:
+            total += entry.weight
+        return total
+
+    def probabilities(self) -> list[float]:
+        """Each entry's chance of being drawn for one item."""
+        total = self.total_weight
+        return [entry.weight / total for entry in self.entries]
+
+
+def _arith(weight: float, operators: list[str], digits: int) -> PresetEntry:
+    """Two-term ``basic_arithmetic`` without parentheses: "Calculate 7 + 3." style questions."""
+    return PresetEntry(
+        dataset="basic_arithmetic",
+        weight=weight,
+        config={
+            "min_terms": 2,
+            "max_terms": 2,
+            "min_digits": digits,
+            "max_digits": digits,
+            "operators": operators,
+            "allow_parentheses": False,
+            "allow_negation": False,
+        },
+    )
+
+
+PAPER_DATASETS = (
+    "basic_arithmetic",
+    "base_conversion",
+    "fraction_simplification",
+    "decimal_arithmetic",
+    "calendar_arithmetic",
+    "arc_1d",
+    "binary_matrix",
+    "propositional_logic",
+    "bf",
+)
+
+SMOL_EASY = Preset(
+    name="smol-easy",
+    tasks_per_round=8,
+    description="easy two-term arithmetic for SmolLM2-135M-Instruct (base reward ~5-30%)",
+    entries=(
+        # Without parentheses, an n-"digit" term is drawn from 0..10**n (inclusive), so one-digit
+        # questions run 0..10 and two-digit ones 0..100. Results may be negative (3 - 7).
+        _arith(2.0, ["+"], digits=1),  # measured 0.28 for the base model
+        _arith(1.0, ["-"], digits=1),  # not measured alone; expected between the two others
+        _arith(1.0, ["+", "-"], digits=2),  # measured 0.06
+    ),
+)
+
+PAPER = Preset(
+    name="paper",
+    tasks_per_round=8,
+    description="the nine reasoning-gym datasets of the SAPO paper, default configs, equal weights",
+    entries=tuple(PresetEntry(dataset=name, weight=1.0) for name in PAPER_DATASETS),
+)
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in (SMOL_EASY, PAPER)}
+
+DEFAULT_PRESET_NAME = SMOL_EASY.name
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name``; ``UnknownPreset`` (listing the known ones) otherwise."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise UnknownPreset(str(name), list(PRESETS)) from None
