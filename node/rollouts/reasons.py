@@ -1,0 +1,73 @@
+"""Why a batch was rejected: stable reason codes and the one exception that carries them.
+
+Every stage that looks at another peer's batch (decoding here; fetching, signature, task and
+reward checks in the intake stage) reports a failure as ``BatchRejected(reason, detail)``.
+``reason`` is a :class:`RejectReason`, a ``str`` enum whose values are stable codes meant for
+logs, metrics and the indexer: never rename one, only add. ``detail`` is free text for a human.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class RejectReason(str, Enum):
+    """Stable codes for rejecting a peer's batch. The value is what gets logged."""
+
+    # --- bytes -> document (node.rollouts.codec) ---
+    #: The stored bytes, or what they decompress to, exceed the size limit (1 MiB).
+    TOO_LARGE = "too_large"
+    #: The bytes start with the zstd magic but are not one valid, complete zstd frame.
+    BAD_COMPRESSION = "bad_compression"
+    #: Not strict JSON: invalid UTF-8, syntax, duplicate keys, NaN/Infinity, nesting too deep.
+    BAD_JSON = "bad_json"
+    #: ``body.schema`` is missing or names a schema this node does not speak.
+    UNKNOWN_SCHEMA = "unknown_schema"
+    #: Valid JSON that does not fit the ``swarm.rollouts/1`` schema (types, fields, limits).
+    BAD_SCHEMA = "bad_schema"
+    #: The groups of a batch do not all have the same number of completions.
+    GROUP_SIZE = "group_size"
+    #: Valid content, but the bytes are not its canonical encoding.
+    NOT_CANONICAL = "not_canonical"
+    # --- signature (node.rollouts.signing) ---
+    #: Malformed signature, or it does not recover to ``body.peer``.
+    BAD_SIGNATURE = "bad_signature"
+    #: ``body.chain_id`` is not the chain this node verifies for.
+    WRONG_CHAIN = "wrong_chain"
+    #: ``body.coordinator`` is not the coordinator this node verifies for.
+    WRONG_COORDINATOR = "wrong_coordinator"
+    # --- intake (fetching and checking a peer's publication) ---
+    #: The fetched bytes do not hash to the digest committed on-chain.
+    DIGEST_MISMATCH = "digest_mismatch"
+    #: The batch could not be fetched in time.
+    FETCH_TIMEOUT = "fetch_timeout"
+    #: The batch could not be fetched (not found, store error).
+    FETCH_FAILED = "fetch_failed"
+    #: ``body.peer`` is not the peer that published the digest on-chain.
+    WRONG_PEER = "wrong_peer"
+    #: ``body.round`` is not the round the digest was published for.
+    WRONG_ROUND = "wrong_round"
+    #: ``body.tasks.preset`` (or its generator version) is not one this node knows.
+    UNKNOWN_PRESET = "unknown_preset"
+    #: A group's task is not the one derived for (round seed, peer, index).
+    TASK_MISMATCH = "task_mismatch"
+    #: A claimed reward differs from the verifier's own score.
+    REWARD_MISMATCH = "reward_mismatch"
+    #: The on-chain counts (groups, completions, rewardSum) disagree with the batch.
+    COUNT_MISMATCH = "count_mismatch"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class BatchRejected(Exception):
+    """A peer's batch was rejected; ``reason`` is a stable code, ``detail`` says what exactly."""
+
+    def __init__(self, reason: RejectReason, detail: str = "") -> None:
+        self.reason = RejectReason(reason)
+        self.detail = detail
+        super().__init__(f"{self.reason.value}: {detail}" if detail else self.reason.value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason, self.detail))

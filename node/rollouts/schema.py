@@ -1,0 +1,156 @@
+"""The ``swarm.rollouts/1`` batch document as strict, frozen pydantic models.
+
+Strict: no coercion (a string is never read as a number, a bool never as an int, a list never as
+an object), unknown fields are refused, every string has a length limit (node.rollouts.limits)
+and must be valid Unicode (pydantic refuses lone surrogates, which have no UTF-8 encoding). Addresses must be
+EIP-55 checksummed; hashes and signatures lower-case hex. A zero reward is normalised to ``0.0``
+so ``-0.0`` never reaches the canonical encoding.
+
+    SignedBatch{body: BatchBody, signature}
+    BatchBody{schema, chain_id, coordinator, round, peer, model: ModelInfo, tasks: TaskSource,
+              groups: [Group{task: TaskRecord, completions: [Completion{text, reward}]}]}
+
+A violated group-size rule is reported with the pydantic error type ``group_size`` so the codec
+can give it its own reject reason.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from eth_utils import is_checksum_address
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic_core import PydanticCustomError
+
+from node.rollouts import limits
+
+
+def _checksummed(value: str) -> str:
+    if not is_checksum_address(value):
+        raise PydanticCustomError(
+            "checksum_address", "not an EIP-55 checksummed address: {value}", {"value": value[:64]}
+        )
+    return value
+
+
+def _plain_zero(value: float) -> float:
+    return value + 0.0 if value == 0.0 else value  # -0.0 + 0.0 == +0.0
+
+
+Address = Annotated[StrictStr, Field(max_length=42), AfterValidator(_checksummed)]
+Hash32Hex = Annotated[StrictStr, Field(pattern=r"^0x[0-9a-f]{64}$")]
+SignatureHex = Annotated[StrictStr, Field(pattern=r"^0x[0-9a-f]{130}$")]
+Uint64 = Annotated[StrictInt, Field(ge=0, le=limits.MAX_UINT64)]
+Reward = Annotated[
+    StrictFloat, Field(ge=0.0, le=1.0, allow_inf_nan=False), AfterValidator(_plain_zero)
+]
+
+CompletionText = Annotated[StrictStr, Field(max_length=limits.MAX_COMPLETION_CHARS)]
+DatasetName = Annotated[StrictStr, Field(min_length=1, max_length=limits.MAX_DATASET_CHARS)]
+QuestionText = Annotated[StrictStr, Field(min_length=1, max_length=limits.MAX_QUESTION_CHARS)]
+AnswerText = Annotated[StrictStr, Field(max_length=limits.MAX_ANSWER_CHARS)]
+ModelName = Annotated[StrictStr, Field(min_length=1, max_length=limits.MAX_MODEL_NAME_CHARS)]
+PresetName = Annotated[StrictStr, Field(min_length=1, max_length=limits.MAX_PRESET_CHARS)]
+GeneratorName = Annotated[StrictStr, Field(min_length=1, max_length=limits.MAX_GENERATOR_CHARS)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        frozen=True,
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+    )
+
+
+class Completion(_Strict):
+    """One sampled completion and the reward its publisher scored it with."""
+
+    text: CompletionText
+    reward: Reward
+
+
+class TaskRecord(_Strict):
+    """The task a group answers: dataset, position in the publisher's task list, Q and A."""
+
+    dataset: DatasetName
+    index: Annotated[StrictInt, Field(ge=0, le=limits.MAX_TASK_INDEX)]
+    question: QuestionText
+    answer: AnswerText | None
+
+
+class Group(_Strict):
+    """One task and the G completions sampled for it."""
+
+    task: TaskRecord
+    completions: list[Completion] = Field(min_length=1, max_length=limits.MAX_COMPLETIONS_PER_GROUP)
+
+
+class ModelInfo(_Strict):
+    """The policy that produced the completions: base model and, if any, its adapter's digest."""
+
+    name: ModelName
+    adapter_digest: Hash32Hex | None
+
+
+class TaskSource(_Strict):
+    """Where the tasks come from: a preset the verifier must know, and the generator version."""
+
+    preset: PresetName
+    generator: GeneratorName
+
+
+def _same_group_size(groups: list[Group]) -> list[Group]:
+    sizes = {len(group.completions) for group in groups}
+    if len(sizes) > 1:
+        raise PydanticCustomError(
+            "group_size",
+            "all groups must have the same number of completions, got sizes {sizes}",
+            {"sizes": sorted(sizes)},
+        )
+    return groups
+
+
+class BatchBody(_Strict):
+    """What the peer signs: who, where, when, with which model, and the groups."""
+
+    schema_: Literal["swarm.rollouts/1"] = Field(default=limits.SCHEMA, alias="schema")
+    chain_id: Annotated[StrictInt, Field(ge=1, le=limits.MAX_UINT64)]
+    coordinator: Address
+    round: Uint64
+    peer: Address
+    model: ModelInfo
+    tasks: TaskSource
+    groups: Annotated[
+        list[Group],
+        Field(min_length=1, max_length=limits.MAX_GROUPS),
+        AfterValidator(_same_group_size),
+    ]
+
+    @property
+    def group_size(self) -> int:
+        """Completions per group (the same for every group)."""
+        return len(self.groups[0].completions)
+
+    @property
+    def completion_count(self) -> int:
+        """Completions in the whole batch."""
+        return sum(len(group.completions) for group in self.groups)
+
+    @property
+    def reward_sum_milli(self) -> int:
+        """Sum of claimed rewards in on-chain milli-units: each ``round(reward * 1000)``."""
+        return sum(
+            round(completion.reward * 1000)
+            for group in self.groups
+            for completion in group.completions
+        )
+
+
+class SignedBatch(_Strict):
+    """The stored document: the body and the peer's EIP-712 ``RolloutBatch`` signature."""
+
+    body: BatchBody
+    signature: SignatureHex

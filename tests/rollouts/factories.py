@@ -1,0 +1,59 @@
+"""Sample batches for the rollouts tests: Anvil's dev keys, a domain, bodies of any shape."""
+
+from __future__ import annotations
+
+from eth_account import Account
+
+from node.chain.eip712 import Domain
+from node.rollouts import (
+    BatchBody,
+    Completion,
+    Group,
+    ModelInfo,
+    SignedBatch,
+    TaskRecord,
+    TaskSource,
+    sign_batch,
+)
+
+# Anvil's dev accounts #1 and #2 (public test keys, never funded anywhere real).
+PEER = Account.from_key("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d")
+OTHER = Account.from_key("0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a")
+COORDINATOR = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+DOMAIN = Domain(chain_id=31337, verifying_contract=COORDINATOR)
+
+
+def make_body(
+    *,
+    groups: int = 2,
+    group_size: int = 4,
+    text: str = "<answer>2</answer>",
+    round: int = 7,
+    peer: str = PEER.address,
+    question: str = "What is 1 + 1?",
+) -> BatchBody:
+    """A valid body with ``groups`` groups of ``group_size`` completions each."""
+    return BatchBody(
+        chain_id=DOMAIN.chain_id,
+        coordinator=COORDINATOR,
+        round=round,
+        peer=peer,
+        model=ModelInfo(
+            name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest="0x" + "ab" * 32
+        ),
+        tasks=TaskSource(preset="easy-arithmetic", generator="reasoning-gym==0.1.25"),
+        groups=[
+            Group(
+                task=TaskRecord(dataset="basic_arithmetic", index=i, question=question, answer="2"),
+                completions=[
+                    Completion(text=f"{text} #{j}", reward=(j % 3) / 2) for j in range(group_size)
+                ],
+            )
+            for i in range(groups)
+        ],
+    )
+
+
+def make_batch(**kwargs: object) -> SignedBatch:
+    """``make_body(**kwargs)`` signed by PEER in DOMAIN."""
+    return sign_batch(make_body(**kwargs), PEER, DOMAIN)  # type: ignore[arg-type]

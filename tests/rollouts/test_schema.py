@@ -1,0 +1,170 @@
+"""The strict models: types, limits, addresses, hashes, group sizes, zero rewards."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from node.rollouts import BatchBody, Completion, Group, ModelInfo, SignedBatch, TaskRecord, limits
+from tests.rollouts.factories import COORDINATOR, PEER, make_batch, make_body
+
+TASK = TaskRecord(dataset="basic_arithmetic", index=0, question="1+1?", answer="2")
+
+
+def body_fields(**changes: object) -> dict:
+    fields = make_body().model_dump(by_alias=True)
+    fields.update(changes)
+    return fields
+
+
+def error_types(excinfo: pytest.ExceptionInfo[ValidationError]) -> set[str]:
+    return {error["type"] for error in excinfo.value.errors()}
+
+
+def test_valid_body_properties() -> None:
+    body = make_body(groups=3, group_size=5)
+    assert body.schema_ == "swarm.rollouts/1"
+    assert (body.group_size, body.completion_count) == (5, 15)
+    assert body.reward_sum_milli == 3 * (0 + 500 + 1000 + 0 + 500)
+
+
+def test_models_are_frozen() -> None:
+    body = make_body()
+    with pytest.raises(ValidationError):
+        body.round = 8  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"chain_id": "31337"},
+        {"chain_id": 0},
+        {"chain_id": True},
+        {"round": -1},
+        {"round": 2**64},
+        {"round": 7.0},
+        {"peer": PEER.address.lower()},
+        {"peer": PEER.address.upper().replace("0X", "0x")},
+        {"coordinator": COORDINATOR[:-1]},
+        {"coordinator": 5},
+        {"schema": "swarm.rollouts/2"},
+        {"groups": []},
+        {"extra": 1},
+        {"model": {"name": "m", "adapter_digest": "0x" + "AB" * 32}},
+        {"model": {"name": "m", "adapter_digest": "0x" + "ab" * 31}},
+        {"model": {"name": "m"}},
+        {"model": {"name": "", "adapter_digest": None}},
+        {"model": {"name": "m" * (limits.MAX_MODEL_NAME_CHARS + 1), "adapter_digest": None}},
+        {"tasks": {"preset": "", "generator": "g"}},
+        {"tasks": {"preset": "p" * (limits.MAX_PRESET_CHARS + 1), "generator": "g"}},
+        {"tasks": {"preset": "p", "generator": "g" * (limits.MAX_GENERATOR_CHARS + 1)}},
+    ],
+)
+def test_body_rejects(changes: dict) -> None:
+    with pytest.raises(ValidationError):
+        BatchBody.model_validate(body_fields(**changes), strict=True)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        {"text": "x", "reward": 1.5},
+        {"text": "x", "reward": -0.1},
+        {"text": "x", "reward": float("nan")},
+        {"text": "x", "reward": float("inf")},
+        {"text": "x", "reward": "0.5"},
+        {"text": "x", "reward": True},
+        {"text": "x", "reward": None},
+        {"text": 5, "reward": 0.5},
+        {"text": "x" * (limits.MAX_COMPLETION_CHARS + 1), "reward": 0.5},
+        {"text": "lone \ud800", "reward": 0.5},
+        {"text": "x"},
+        {"text": "x", "reward": 0.5, "logprob": -1.0},
+    ],
+)
+def test_completion_rejects(completion: dict) -> None:
+    with pytest.raises(ValidationError):
+        Completion.model_validate(completion, strict=True)
+
+
+def test_completion_limits_count_characters_not_bytes() -> None:
+    text = "😀" * limits.MAX_COMPLETION_CHARS  # 4 bytes each in UTF-8
+    assert Completion(text=text, reward=0.5).text == text
+
+
+def test_zero_reward_is_normalised() -> None:
+    assert str(Completion(text="", reward=-0.0).reward) == "0.0"
+
+
+def test_int_reward_is_read_as_float() -> None:
+    # Accepted by the model; decode_batch still rejects "1" for "1.0" as not canonical.
+    assert Completion.model_validate({"text": "", "reward": 1}, strict=True).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"dataset": "", "index": 0, "question": "q", "answer": None},
+        {
+            "dataset": "d" * (limits.MAX_DATASET_CHARS + 1),
+            "index": 0,
+            "question": "q",
+            "answer": None,
+        },
+        {"dataset": "d", "index": -1, "question": "q", "answer": None},
+        {"dataset": "d", "index": 2**32, "question": "q", "answer": None},
+        {"dataset": "d", "index": 0, "question": "", "answer": None},
+        {
+            "dataset": "d",
+            "index": 0,
+            "question": "q" * (limits.MAX_QUESTION_CHARS + 1),
+            "answer": None,
+        },
+        {
+            "dataset": "d",
+            "index": 0,
+            "question": "q",
+            "answer": "a" * (limits.MAX_ANSWER_CHARS + 1),
+        },
+        {"dataset": "d", "index": 0, "question": "q"},
+        {"dataset": "d", "index": "0", "question": "q", "answer": None},
+    ],
+)
+def test_task_rejects(task: dict) -> None:
+    with pytest.raises(ValidationError):
+        TaskRecord.model_validate(task, strict=True)
+
+
+def test_group_completion_counts() -> None:
+    one = Completion(text="", reward=0.0)
+    Group(task=TASK, completions=[one] * limits.MAX_COMPLETIONS_PER_GROUP)
+    for count in (0, limits.MAX_COMPLETIONS_PER_GROUP + 1):
+        with pytest.raises(ValidationError):
+            Group(task=TASK, completions=[one] * count)
+
+
+def test_group_count_limit() -> None:
+    make_body(groups=limits.MAX_GROUPS, group_size=1)
+    with pytest.raises(ValidationError):
+        make_body(groups=limits.MAX_GROUPS + 1, group_size=1)
+
+
+def test_groups_must_share_a_size() -> None:
+    fields = body_fields()
+    fields["groups"][1]["completions"].pop()
+    with pytest.raises(ValidationError) as excinfo:
+        BatchBody.model_validate(fields, strict=True)
+    assert error_types(excinfo) == {"group_size"}
+
+
+@pytest.mark.parametrize(
+    "signature", ["0x" + "ab" * 64, "0x" + "AB" * 65, "ab" * 65 + "00", "0x" + "ab" * 66, 5]
+)
+def test_signature_form(signature: object) -> None:
+    with pytest.raises(ValidationError):
+        SignedBatch(body=make_body(), signature=signature)  # type: ignore[arg-type]
+
+
+def test_adapter_digest_may_be_null() -> None:
+    assert ModelInfo(name="m", adapter_digest=None).adapter_digest is None
+    assert make_batch().body.model.adapter_digest == "0x" + "ab" * 32
