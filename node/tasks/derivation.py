@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_utils import is_address, keccak, to_canonical_address
+from eth_utils import is_checksum_address, is_hex_address, keccak, to_canonical_address
 from pydantic import BaseModel, ConfigDict, Field
 
 from node.tasks import generator
@@ -139,12 +139,20 @@ def _seed_bytes(round_seed: bytes) -> bytes:
 
 
 def _address_bytes(peer: str) -> bytes:
-    if not isinstance(peer, str) or not peer.startswith("0x") or not is_address(peer):
+    if not isinstance(peer, str) or not peer.startswith("0x") or not _is_address(peer):
         raise InvalidTaskInput(
             f"peer must be a 0x-prefixed 20-byte hex address (valid EIP-55 checksum if mixed "
             f"case), got {peer!r}"
         )
     return to_canonical_address(peer)
+
+
+def _is_address(peer: str) -> bool:
+    digits = peer[2:]
+    if not is_hex_address(peer):
+        return False
+    single_case = digits == digits.lower() or digits == digits.upper()
+    return single_case or is_checksum_address(peer)
 
 
 def _uint32_bytes(index: int) -> bytes:
