@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Callable
 
 import pytest
@@ -95,8 +96,6 @@ def test_reject_reasons_are_stable_strings() -> None:
         "digest_mismatch", "fetch_timeout", "fetch_failed", "wrong_peer", "wrong_round",
         "unknown_preset", "task_mismatch", "reward_mismatch",
     }  # fmt: skip
-    import pickle
-
     again = pickle.loads(pickle.dumps(error))
     assert (again.reason, again.detail) == (error.reason, error.detail)
 
