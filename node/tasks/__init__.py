@@ -6,8 +6,9 @@ completion with the dataset's own scorer (PROTOCOL.md, "Task derivation").
 
 Modules, one concern each:
 
-- ``errors``      the exception family (``TaskError``, ``UnknownPreset``, ``InvalidTaskInput``)
+- ``errors``      the exception family (``TaskError`` and its subclasses)
 - ``generator``   the only module that calls reasoning-gym: generation, scorers, ``generator_id``
+- ``safe_scorers``  the scorers reviewed for untrusted answers; replacements for ones that eval
 - ``presets``     ``Preset``/``PresetEntry``, the shipped presets (``smol-easy``, ``paper``)
 - ``derivation``  item seeds, the weighted dataset draw, ``TaskItem``, ``derive_tasks``, the
                   verifier's ``check_task_matches``
@@ -33,7 +34,7 @@ from node.tasks.derivation import (
     derive_tasks,
     draw_entry,
 )
-from node.tasks.errors import InvalidTaskInput, TaskError, UnknownPreset
+from node.tasks.errors import InvalidTaskInput, TaskError, UnknownPreset, UnsafeScorer
 from node.tasks.generator import generator_id
 from node.tasks.presets import (
     DEFAULT_PRESET_NAME,
@@ -55,6 +56,7 @@ __all__ = [
     "TaskError",
     "TaskItem",
     "UnknownPreset",
+    "UnsafeScorer",
     "build_messages",
     "check_task_matches",
     "demonstrations",

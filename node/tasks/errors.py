@@ -2,7 +2,8 @@
 
     TaskError               anything wrong with task presets or task derivation inputs
     ├── UnknownPreset       a preset name this node does not know (never guessed)
-    └── InvalidTaskInput    a round seed, peer address or item index outside the protocol's ranges
+    ├── InvalidTaskInput    a round seed, peer address or item index outside the protocol's ranges
+    └── UnsafeScorer        the dataset's scorer is not reviewed for untrusted answers (never run)
 
 A malformed preset definition is a ``pydantic.ValidationError`` raised when the ``Preset`` is built,
 so a bad preset never exists. Scoring never raises: a completion a scorer chokes on earns 0.0.
@@ -29,3 +30,7 @@ class UnknownPreset(TaskError, LookupError):
 
 class InvalidTaskInput(TaskError, ValueError):
     """A derivation input is outside its protocol range (32-byte seed, 20-byte address, uint32)."""
+
+
+class UnsafeScorer(TaskError):
+    """The dataset's reasoning-gym scorer is not on the reviewed list; it is never called."""

@@ -10,6 +10,8 @@ quirks) is wrapped once:
   optimisation pass), so generation runs with stdout redirected, under a lock because the
   redirection swaps ``sys.stdout`` for the whole process. Generating takes microseconds; anything
   another thread prints to stdout in that window is dropped (logging goes to stderr);
+- answers are untrusted text from other peers and a few scorers ``eval`` them: only scorers
+  listed as reviewed in ``safe_scorers`` run, with safe replacements where needed;
 - a dataset's scorer can depend on its config (``decimal_arithmetic`` reads its precision from
   it), so scorers are dataset instances built with the item's config, cached per (name, config).
 """
@@ -28,6 +30,9 @@ from typing import Any
 
 import reasoning_gym
 from reasoning_gym.factory import DATASETS
+
+from node.tasks.errors import UnsafeScorer
+from node.tasks.safe_scorers import REVIEWED_SCORERS, SAFE_SCORERS
 
 GENERATOR_PACKAGE = "reasoning-gym"
 
@@ -74,7 +79,15 @@ def generate(dataset: str, config: Mapping[str, Any], seed: int, size: int = 1) 
 
 
 def score(dataset: str, config: Mapping[str, Any], answer: str, entry: dict) -> float:
-    """The dataset's own ``score_answer(answer, entry)``; may raise whatever the scorer raises."""
+    """The dataset's own ``score_answer(answer, entry)``; may raise whatever the scorer raises.
+
+    Only reviewed scorers run (``safe_scorers``): a dataset with a safe replacement uses it, any
+    other unreviewed one raises ``UnsafeScorer`` (presets cannot contain them anyway).
+    """
+    if dataset in SAFE_SCORERS:
+        return SAFE_SCORERS[dataset](answer, entry)
+    if dataset not in REVIEWED_SCORERS:
+        raise UnsafeScorer(f"{dataset}'s scorer is not reviewed for untrusted answers")
     return _scorer(dataset, config_key(config)).score_answer(answer, entry)
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from node.tasks import generator
 from node.tasks.errors import UnknownPreset
+from node.tasks.safe_scorers import REVIEWED_SCORERS
 
 # PROTOCOL.md limits a batch to 64 groups, one per task.
 MAX_TASKS_PER_ROUND = 64
@@ -57,6 +58,12 @@ class PresetEntry(BaseModel):
             close = difflib.get_close_matches(name, generator.known_datasets(), n=3)
             hint = f"; similar: {', '.join(close)}" if close else ""
             raise ValueError(f"unknown dataset {name!r} in {generator.generator_id()}{hint}")
+        if name not in REVIEWED_SCORERS:
+            raise ValueError(
+                f"dataset {name!r} is not allowed: its scorer has not been reviewed for answers "
+                "written by other peers (some reasoning-gym scorers eval them); review it and add "
+                f"it to node.tasks.safe_scorers. Reviewed: {', '.join(sorted(REVIEWED_SCORERS))}"
+            )
         return name
 
     @field_validator("config")

@@ -7,10 +7,12 @@ Publisher and verifier run exactly this code on the same text, so a reward is re
   takes the last closing tag, the last opening tag before it, and the first closing tag after that
   opening tag: the last pair whose content holds no tag. Three ``str`` scans, linear time, no
   regular expression to backtrack. Tags are lower-case and exact; the content is stripped.
-- ``score_completion`` gives 0.0 when there is no answer, when the answer is longer than the
-  dataset's limit (some scorers are quadratic or worse in the answer's length: propositional
-  logic spends ~1 s on 1,000 characters of '¬'; no reference answer comes near a limit), or when
-  the scorer raises; otherwise the scorer's value, clamped to [0, 1]. It never raises.
+- ``score_completion`` runs the dataset's own scorer, except where that scorer would ``eval``
+  the answer (``safe_scorers``: an answer may come from any peer). It gives 0.0 when there is no
+  answer, when the answer is longer than the dataset's limit (some scorers are quadratic or worse
+  in the answer's length: propositional logic spends ~1 s on 1,000 characters of '¬'; no
+  reference answer comes near a limit), or when the scorer raises; otherwise the scorer's value,
+  clamped to [0, 1]. It never raises.
 """
 
 from __future__ import annotations
