@@ -1,0 +1,75 @@
+"""The content-store interface: blobs addressed by their SHA-256 digest, never trusted.
+
+    put(data, pin=False)     store bytes (and pin them, atomically with the store);
+                             the 32-byte SHA-256 digest is their address
+    get(digest) -> bytes     fetch; re-hashed here, DigestMismatch if the store lied
+    has(digest) -> bool      whether the store holds it (locally, for a network store)
+    pin(digest)              keep it through garbage collection
+
+Every store caps blob sizes on put and on get (``TooLarge``); the default is 1 MiB, the
+protocol's batch limit. Errors are the family in node.storage.errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+
+from node.storage.errors import DigestMismatch, InvalidAddress, TooLarge
+
+#: Default size cap: PROTOCOL's 1 MiB per batch (also Kubo's largest block without
+#: ``--allow-big-block``).
+DEFAULT_MAX_BLOB_SIZE = 1024 * 1024
+
+
+def sha256(data: bytes) -> bytes:
+    """The 32-byte SHA-256 digest: a blob's address."""
+    return hashlib.sha256(data).digest()
+
+
+def check_digest(digest: bytes) -> bytes:
+    """``digest`` as bytes if it is 32 bytes long; InvalidAddress otherwise."""
+    if not isinstance(digest, (bytes, bytearray, memoryview)) or len(digest) != 32:
+        shown = len(digest) if isinstance(digest, (bytes, bytearray, memoryview)) else digest
+        raise InvalidAddress(f"a digest is 32 bytes of SHA-256, got {shown!r}")
+    return bytes(digest)
+
+
+def verified(digest: bytes, data: bytes, *, source: str) -> bytes:
+    """``data`` if it hashes to ``digest``; DigestMismatch naming ``source`` otherwise."""
+    actual = sha256(data)
+    if actual != digest:
+        raise DigestMismatch(
+            f"{source} returned {len(data)} bytes hashing to 0x{actual.hex()}, "
+            f"not the requested 0x{digest.hex()}"
+        )
+    return data
+
+
+class ContentStore(ABC):
+    """A content-addressed blob store (local directory, IPFS, ...)."""
+
+    max_blob_size: int = DEFAULT_MAX_BLOB_SIZE
+
+    @abstractmethod
+    def put(self, data: bytes, *, pin: bool = False) -> bytes:
+        """Stores ``data`` (pinned if ``pin``); returns its SHA-256 digest. TooLarge over the cap.
+
+        ``pin=True`` pins in the same step, so no garbage collection can come in between.
+        """
+
+    @abstractmethod
+    def get(self, digest: bytes) -> bytes:
+        """The bytes stored under ``digest``, re-hashed: NotFound, DigestMismatch, TooLarge."""
+
+    @abstractmethod
+    def has(self, digest: bytes) -> bool:
+        """Whether the store holds ``digest`` (without fetching it from elsewhere)."""
+
+    @abstractmethod
+    def pin(self, digest: bytes) -> None:
+        """Keeps ``digest`` through garbage collection. NotFound if the store cannot get it."""
+
+    def _check_put_size(self, data: bytes) -> None:
+        if len(data) > self.max_blob_size:
+            raise TooLarge(f"blob of {len(data)} bytes is over the {self.max_blob_size}-byte cap")
