@@ -26,11 +26,13 @@ import io
 import ipaddress
 import time
 import urllib.parse
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import ipfshttpclient
 import requests
+import urllib3
 from ipfshttpclient import exceptions as ipfs_errors
 
 from node.storage.base import DEFAULT_MAX_BLOB_SIZE, ContentStore, check_digest, sha256, verified
@@ -47,7 +49,11 @@ from node.storage.errors import (
 
 DEFAULT_TIMEOUT = 30.0
 _NOT_FOUND = ("not found", "could not find", "no such block")
-_TIMED_OUT = ("deadline exceeded", "timeout", "timed out")
+_TIMED_OUT = ("deadline exceeded", "timed out")
+_TOO_BIG = ("over 1mib", "too big", "too large")
+
+# ipfshttpclient 0.7 passes urllib3 a `strict` argument that urllib3 2 only warns about.
+warnings.filterwarnings("ignore", "The 'strict' parameter is no longer needed", FutureWarning)
 
 
 class KuboStore(ContentStore):
@@ -145,10 +151,9 @@ class KuboStore(ContentStore):
         except ipfs_errors.Error as error:  # connection, protocol, decoding
             raise StoreUnavailable(f"{where}: {error}") from error
         except requests.exceptions.RequestException as error:  # raised while streaming
-            message = str(error)
-            if any(word in message.lower() for word in _TIMED_OUT):
-                raise StoreTimeout(f"{where}: {message}") from error
-            raise StoreUnavailable(f"{where}: {message}") from error
+            if _is_timeout(error):
+                raise StoreTimeout(f"{where}: no data for {self.timeout}s") from error
+            raise StoreUnavailable(f"{where}: {error}") from error
         except OSError as error:
             raise StoreUnavailable(f"{where}: {error}") from error
 
@@ -157,16 +162,26 @@ def _status_error(where: str, error: ipfs_errors.StatusError) -> StoreError:
     """An HTTP error answer -> NotFound, StoreTimeout, StoreRejected or StoreUnavailable."""
     response = getattr(error.original, "response", None)
     status = getattr(response, "status_code", None)
-    message = str(error)
-    lowered = message.lower()
-    detail = f"{where}: HTTP {status}: {message[:300]}"
-    if isinstance(error, ipfs_errors.ErrorResponse) and any(w in lowered for w in _NOT_FOUND):
+    # Only Kubo's own error message is classified (the HTTPError text repeats the URL).
+    kubo_message = str(error).lower() if isinstance(error, ipfs_errors.ErrorResponse) else ""
+    detail = f"{where}: HTTP {status}: {str(error)[:300]}"
+    if any(words in kubo_message for words in _NOT_FOUND):
         return NotFound(detail)
-    if any(word in lowered for word in _TIMED_OUT):
+    if any(words in kubo_message for words in _TIMED_OUT):
         return StoreTimeout(detail)
+    if any(words in kubo_message for words in _TOO_BIG):
+        return TooLarge(detail)
     if status is not None and 400 <= status < 500 and status not in (408, 429):
         return StoreRejected(detail)
     return StoreUnavailable(detail)
+
+
+def _is_timeout(error: BaseException) -> bool:
+    """Whether a requests error is (or wraps) a timeout: requests re-raises urllib3's read
+    timeout during streaming as a plain ConnectionError."""
+    if isinstance(error, requests.exceptions.Timeout):
+        return True
+    return any(isinstance(arg, urllib3.exceptions.TimeoutError) for arg in error.args)
 
 
 def _field(answer: Any, name: str) -> Any:
