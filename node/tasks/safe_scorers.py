@@ -20,6 +20,7 @@ not a proof), and recheck all of them when reasoning-gym is upgraded.
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,9 @@ def score_binary_matrix(answer: str | None, entry: dict[str, Any]) -> float:
     if answer == oracle:
         return 1.0
     try:
-        matrix = ast.literal_eval(answer)
+        with warnings.catch_warnings():  # "1abc" -> SyntaxWarning: invalid decimal literal
+            warnings.simplefilter("ignore", SyntaxWarning)
+            matrix = ast.literal_eval(answer)
         text = "\n".join(" ".join(str(x) for x in row) for row in matrix)
     except Exception:  # not a literal, not a list of iterables, too deep, ...
         return 0.0

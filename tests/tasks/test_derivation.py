@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from eth_utils import keccak
@@ -29,6 +30,7 @@ from node.tasks import (
 )
 from node.tasks.derivation import DRAW_DOMAIN
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ROUND_SEED = keccak(b"swarm test round seed")
 PEER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 OTHER_PEER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
@@ -225,6 +227,7 @@ def test_other_process_with_other_hash_seed_derives_the_same_tasks() -> None:
             text=True,
             env=env,
             check=True,
+            cwd=REPO_ROOT,
         )
         assert json.loads(result.stdout.strip().splitlines()[-1]) == here
 
