@@ -66,6 +66,8 @@ def encode_batch(batch: SignedBatch, *, compress: bool = False) -> bytes:
 
 def decode_batch(data: bytes, *, max_size: int = MAX_BATCH_BYTES) -> SignedBatch:
     """Validates untrusted batch bytes; the batch, or BatchRejected with the first failed check."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"decode_batch takes bytes, got {type(data).__name__}")
     data = bytes(data)
     if len(data) > max_size:
         raise BatchRejected(RejectReason.TOO_LARGE, f"{len(data)} bytes, over {max_size}")

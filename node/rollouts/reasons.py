@@ -2,17 +2,17 @@
 
 Every stage that looks at another peer's batch (decoding here; fetching, signature, task and
 reward checks in the intake stage) reports a failure as ``BatchRejected(reason, detail)``.
-``reason`` is a :class:`RejectReason`, a ``str`` enum whose values are stable codes meant for
+``reason`` is a :class:`RejectReason`, a ``StrEnum`` whose values are stable codes meant for
 logs, metrics and the indexer: never rename one, only add. ``detail`` is free text for a human.
 """
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class RejectReason(str, Enum):
+class RejectReason(StrEnum):
     """Stable codes for rejecting a peer's batch. The value is what gets logged."""
 
     # --- bytes -> document (node.rollouts.codec) ---
@@ -54,11 +54,8 @@ class RejectReason(str, Enum):
     TASK_MISMATCH = "task_mismatch"
     #: A claimed reward differs from the verifier's own score.
     REWARD_MISMATCH = "reward_mismatch"
-    #: The on-chain counts (groups, completions, rewardSum) disagree with the batch.
-    COUNT_MISMATCH = "count_mismatch"
-
-    def __str__(self) -> str:
-        return self.value
+    #: The on-chain commitment's counts (groups, completions, rewardSum) disagree with the batch.
+    COMMITMENT_MISMATCH = "commitment_mismatch"
 
 
 class BatchRejected(Exception):

@@ -70,6 +70,10 @@ class ContentStore(ABC):
     def pin(self, digest: bytes) -> None:
         """Keeps ``digest`` through garbage collection. NotFound if the store cannot get it."""
 
-    def _check_put_size(self, data: bytes) -> None:
+    def _blob_to_put(self, data: bytes) -> bytes:
+        """``data`` as bytes, within the size cap (TooLarge otherwise)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a blob is bytes, got {type(data).__name__}")
         if len(data) > self.max_blob_size:
             raise TooLarge(f"blob of {len(data)} bytes is over the {self.max_blob_size}-byte cap")
+        return bytes(data)

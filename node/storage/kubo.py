@@ -80,8 +80,7 @@ class KuboStore(ContentStore):
         self._client.close()
 
     def put(self, data: bytes, *, pin: bool = False) -> bytes:
-        data = bytes(data)
-        self._check_put_size(data)
+        data = self._blob_to_put(data)
         digest = sha256(data)
         expected = cid_from_digest(digest)
         options = {"cid-codec": "raw", "mhtype": "sha2-256", "mhlen": "32", **self._deadline()}
@@ -134,7 +133,7 @@ class KuboStore(ContentStore):
             raise StoreRejected(f"{self.api_url} answered pin/add of {cid} with {pins!r}")
 
     def _deadline(self) -> dict[str, str]:
-        return {"timeout": f"{self.timeout:g}s"}
+        return {"timeout": f"{max(1, round(self.timeout * 1000))}ms"}  # a Go duration
 
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:

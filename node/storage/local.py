@@ -54,8 +54,7 @@ class LocalStore(ContentStore):
         return self._blobs / name[:2] / name
 
     def put(self, data: bytes, *, pin: bool = False) -> bytes:
-        data = bytes(data)
-        self._check_put_size(data)
+        data = self._blob_to_put(data)
         digest = sha256(data)
         path = self.path_of(digest)
         with _os_errors(f"storing 0x{digest.hex()} in {self.root}"), self._locked(fcntl.LOCK_SH):

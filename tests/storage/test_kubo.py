@@ -50,7 +50,7 @@ def test_round_trip(kubo: FakeKubo, store: KuboStore) -> None:
     path, query = kubo.requests[-1]
     assert path == "/api/v0/block/put"
     assert query["cid-codec"] == ["raw"] and query["mhtype"] == ["sha2-256"]
-    assert query["timeout"] == ["2s"]
+    assert query["timeout"] == ["2000ms"]
     assert store.get(digest) == b"hello world"
     assert store.has(digest)
     assert kubo.requests[-1][1]["offline"] == ["true"]
