@@ -14,6 +14,7 @@ Modules, one concern each:
 - ``codec``        ``encode_batch`` / ``decode_batch`` (size, zstd, JSON, schema, canonical form)
 - ``signing``      ``body_hash``, ``sign_batch``, ``recover_batch_signer``, ``verify_batch_signature``
 - ``digest``       ``batch_digest`` (SHA-256 of stored bytes) and ``0x`` hex helpers
+- ``assemble``     a node's own batch: score, sign, encode (imports node.tasks; not re-exported here)
 """
 
 from __future__ import annotations

@@ -56,6 +56,8 @@ class RejectReason(StrEnum):
     REWARD_MISMATCH = "reward_mismatch"
     #: The on-chain commitment's counts (groups, completions, rewardSum) disagree with the batch.
     COMMITMENT_MISMATCH = "commitment_mismatch"
+    #: This node's verifier failed on the batch (a bug here, not provably the peer's fault).
+    VERIFIER_ERROR = "verifier_error"
 
 
 class BatchRejected(Exception):

@@ -1,0 +1,88 @@
+"""Building a node's own batch: score its completions with the task verifier, sign, encode.
+
+The producer's half of the data plane (the receiver's half is ``node.sampling``): given the round's
+derived tasks and the texts the policy generated for each, it scores every completion with the
+dataset's own scorer, fills a ``BatchBody``, signs it and returns the stored bytes with the values
+``publishRollouts`` commits on-chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eth_account.signers.local import LocalAccount
+
+from node.chain.eip712 import Domain
+from node.rollouts.codec import encode_batch
+from node.rollouts.digest import batch_digest
+from node.rollouts.schema import (
+    BatchBody,
+    Completion,
+    Group,
+    ModelInfo,
+    SignedBatch,
+    TaskRecord,
+    TaskSource,
+)
+from node.rollouts.signing import sign_batch
+from node.tasks import TaskItem, generator_id, score_completion
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A signed batch, its stored bytes, and what goes on-chain about it."""
+
+    batch: SignedBatch
+    data: bytes
+    digest: bytes
+
+    @property
+    def groups(self) -> int:
+        return len(self.batch.body.groups)
+
+    @property
+    def completions(self) -> int:
+        return self.batch.body.completion_count
+
+    @property
+    def reward_sum_milli(self) -> int:
+        return self.batch.body.reward_sum_milli
+
+
+def score_group(task: TaskItem, texts: Sequence[str]) -> Group:
+    """One group: the task as the batch records it and each text with its verified reward."""
+    return Group(
+        task=TaskRecord(
+            dataset=task.dataset, index=task.index, question=task.question, answer=task.answer
+        ),
+        completions=[Completion(text=text, reward=score_completion(task, text)) for text in texts],
+    )
+
+
+def assemble_batch(
+    *,
+    account: LocalAccount,
+    domain: Domain,
+    round: int,
+    preset: str,
+    model: ModelInfo,
+    tasks: Sequence[TaskItem],
+    texts: Sequence[Sequence[str]],
+    compress: bool = False,
+) -> EncodedBatch:
+    """Scores ``texts[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it."""
+    if len(tasks) != len(texts):
+        raise ValueError(f"{len(tasks)} tasks but {len(texts)} groups of texts")
+    body = BatchBody(
+        chain_id=domain.chain_id,
+        coordinator=domain.verifying_contract,
+        round=round,
+        peer=account.address,
+        model=model,
+        tasks=TaskSource(preset=preset, generator=generator_id()),
+        groups=[score_group(task, group) for task, group in zip(tasks, texts)],
+    )
+    batch = sign_batch(body, account, domain)
+    data = encode_batch(batch, compress=compress)
+    return EncodedBatch(batch=batch, data=data, digest=batch_digest(data))

@@ -1,0 +1,91 @@
+"""What a peer's batch earned in intake: the verdict, its attestation, and the groups kept."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from node.chain.models import Attestation
+from node.rollouts.reasons import RejectReason
+from node.tasks import TaskItem
+
+
+def to_milli(reward: float) -> int:
+    """PROTOCOL.md's on-chain reward unit: ``round(reward * 1000)``."""
+    return round(reward * 1000)
+
+
+@dataclass(frozen=True)
+class VerifiedGroup:
+    """A peer's group whose every claimed reward matched this node's own score."""
+
+    peer: str
+    round: int
+    task: TaskItem
+    texts: tuple[str, ...]
+    rewards: tuple[float, ...]
+
+    @property
+    def has_advantage(self) -> bool:
+        """False when every completion has the same reward: GRPO learns nothing from it."""
+        return len(set(self.rewards)) > 1
+
+
+@dataclass(frozen=True)
+class PeerVerdict:
+    """The outcome of one peer's batch for one round.
+
+    ``reason`` is None for a batch that passed every check. ``attestable`` says whether the batch's
+    bytes were the committed ones (digest matched): only then is the peer accountable for what they
+    hold, and only then does this node attest (``checked`` / ``agreed`` / ``verified_reward_milli``).
+    A fetch failure is not the peer's provable fault, so it is counted but never attested.
+    """
+
+    peer: str
+    round: int
+    digest: bytes
+    reason: RejectReason | None
+    detail: str = ""
+    attestable: bool = False
+    checked: int = 0
+    agreed: int = 0
+    verified_reward_milli: int = 0
+    groups: tuple[VerifiedGroup, ...] = ()
+
+    @property
+    def accepted(self) -> bool:
+        return self.reason is None
+
+    def attestation(self) -> Attestation | None:
+        """This verdict as an on-chain attestation, or None when there is nothing to attest."""
+        if not self.attestable or self.checked == 0:
+            return None
+        return Attestation(
+            round=self.round,
+            subject=self.peer,
+            digest=self.digest,
+            checked=self.checked,
+            agreed=self.agreed,
+            verified_reward_sum=self.verified_reward_milli,
+        )
+
+
+@dataclass
+class IntakeReport:
+    """One round's intake: every verdict, rejection counts by reason, the groups kept."""
+
+    round: int
+    verdicts: list[PeerVerdict] = field(default_factory=list)
+
+    @property
+    def rejections(self) -> Counter[str]:
+        return Counter(v.reason.value for v in self.verdicts if v.reason is not None)
+
+    @property
+    def groups(self) -> list[VerifiedGroup]:
+        return [group for verdict in self.verdicts for group in verdict.groups]
+
+    def attestations(self) -> list[Attestation]:
+        """The attestable verdicts in the contract's order (round, then subject)."""
+        found = [a for a in (v.attestation() for v in self.verdicts) if a is not None]
+        return sorted(found, key=Attestation.sort_key)

@@ -1,0 +1,200 @@
+"""The checks of one peer's batch, in order, against its on-chain commitment and our own verifier.
+
+1. the bytes hash to the committed digest (else the store or the network lied: not attestable);
+2. size, canonical encoding and schema (``decode_batch``);
+3. the EIP-712 signature is the publishing peer's, in this chain's and coordinator's domain;
+4. round and peer in the body are the commitment's;
+5. group, completion and reward-sum counts are the ones committed on-chain;
+6. the preset and generator are known here, and every task is the one regenerated from the round
+   seed for that peer (dataset, question and reference answer);
+7. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
+
+A failure at 2-6 is the peer's fault and is attested as a flag over everything it committed; at 7
+each completion counts on its own, and groups with any mismatch are not kept. Nothing here raises
+for any input bytes: every outcome is a :class:`PeerVerdict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from node.chain.eip712 import Domain
+from node.chain.events import RolloutsPublished
+from node.rollouts import BatchRejected, SignedBatch, decode_batch, recover_batch_signer
+from node.rollouts.reasons import RejectReason
+from node.rollouts.schema import Group
+from node.sampling.verdicts import PeerVerdict, VerifiedGroup, to_milli
+from node.tasks import TaskError, TaskItem, derive_tasks, generator_id, get_preset, score_completion
+
+log = logging.getLogger(__name__)
+
+TaskDeriver = Callable[[bytes, str, str], Sequence[TaskItem]]
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """What a verifier knows of the round independently of any peer."""
+
+    domain: Domain
+    round: int
+    round_seed: bytes
+    max_batch_bytes: int = 1 << 20
+
+
+def derive_for_preset(round_seed: bytes, peer: str, preset_name: str) -> Sequence[TaskItem]:
+    """The tasks ``peer`` must have answered in the round (raises TaskError for unknown presets)."""
+    return derive_tasks(round_seed, peer, get_preset(preset_name))
+
+
+def verify_batch(
+    data: bytes,
+    commitment: RolloutsPublished,
+    context: RoundContext,
+    *,
+    derive: TaskDeriver = derive_for_preset,
+) -> PeerVerdict:
+    """Runs every check on one fetched batch; never raises for any ``data``."""
+    if hashlib.sha256(data).digest() != commitment.digest:
+        return _rejected(
+            commitment, RejectReason.DIGEST_MISMATCH, "bytes do not hash to the digest"
+        )
+    try:
+        batch = decode_batch(data, max_size=context.max_batch_bytes)
+        _check_signature(batch, commitment, context)
+        _check_body(batch, commitment, context)
+        tasks = _expected_tasks(batch, commitment, context, derive)
+        return _rescore(batch, commitment, tasks)
+    except BatchRejected as rejection:
+        return _flagged(commitment, rejection.reason, rejection.detail)
+    except Exception as exc:  # a verifier bug must not crash the node on a peer's data
+        log.exception(
+            "unexpected error verifying %s's batch of round %d", commitment.peer, commitment.round
+        )
+        return _rejected(commitment, RejectReason.VERIFIER_ERROR, f"{exc!r}"[:200])
+
+
+def _check_signature(
+    batch: SignedBatch, commitment: RolloutsPublished, context: RoundContext
+) -> None:
+    signer = recover_batch_signer(batch, context.domain)
+    if signer != commitment.peer:
+        raise BatchRejected(
+            RejectReason.BAD_SIGNATURE, f"signed by {signer}, published by {commitment.peer}"
+        )
+
+
+def _check_body(batch: SignedBatch, commitment: RolloutsPublished, context: RoundContext) -> None:
+    """Chain and coordinator were checked with the signature (the EIP-712 domain binds them)."""
+    body = batch.body
+    if not body.round == commitment.round == context.round:
+        raise BatchRejected(
+            RejectReason.WRONG_ROUND,
+            f"round {body.round}, committed for {commitment.round}, verifying {context.round}",
+        )
+    if body.peer != commitment.peer:
+        raise BatchRejected(
+            RejectReason.WRONG_PEER, f"body names {body.peer}, published by {commitment.peer}"
+        )
+    completions, reward_sum = body.completion_count, body.reward_sum_milli
+    committed = (commitment.groups, commitment.completions, commitment.reward_sum)
+    if (len(body.groups), completions, reward_sum) != committed:
+        raise BatchRejected(
+            RejectReason.COMMITMENT_MISMATCH,
+            f"batch holds {len(body.groups)} groups, {completions} completions, reward sum "
+            f"{reward_sum}; the chain says {committed[0]}, {committed[1]}, {committed[2]}",
+        )
+
+
+def _expected_tasks(
+    batch: SignedBatch,
+    commitment: RolloutsPublished,
+    context: RoundContext,
+    derive: TaskDeriver,
+) -> Sequence[TaskItem]:
+    source = batch.body.tasks
+    if source.generator != generator_id():
+        raise BatchRejected(
+            RejectReason.UNKNOWN_PRESET,
+            f"generator {source.generator!r} differs from this node's {generator_id()!r}",
+        )
+    try:
+        tasks = derive(context.round_seed, commitment.peer, source.preset)
+    except TaskError as exc:
+        raise BatchRejected(RejectReason.UNKNOWN_PRESET, str(exc)) from None
+    seen: set[int] = set()
+    for group in batch.body.groups:
+        _check_task(group, tasks, seen)
+    return tasks
+
+
+def _check_task(group: Group, tasks: Sequence[TaskItem], seen: set[int]) -> None:
+    record = group.task
+    if record.index >= len(tasks) or record.index in seen:
+        raise BatchRejected(
+            RejectReason.TASK_MISMATCH, f"task index {record.index} invalid or repeated"
+        )
+    seen.add(record.index)
+    expected = tasks[record.index]
+    same = (
+        record.dataset == expected.dataset
+        and record.question == expected.question
+        and record.answer == expected.answer
+    )
+    if not same:
+        raise BatchRejected(
+            RejectReason.TASK_MISMATCH,
+            f"task {record.index} is not the {expected.dataset} item derived for this peer",
+        )
+
+
+def _rescore(
+    batch: SignedBatch, commitment: RolloutsPublished, tasks: Sequence[TaskItem]
+) -> PeerVerdict:
+    checked = agreed = verified_milli = 0
+    kept: list[VerifiedGroup] = []
+    for group in batch.body.groups:
+        task = tasks[group.task.index]
+        texts = tuple(c.text for c in group.completions)
+        scores = tuple(score_completion(task, text) for text in texts)
+        matches = [to_milli(c.reward) == to_milli(s) for c, s in zip(group.completions, scores)]
+        checked += len(matches)
+        agreed += sum(matches)
+        verified_milli += sum(to_milli(s) for s in scores)
+        if all(matches):
+            kept.append(VerifiedGroup(commitment.peer, commitment.round, task, texts, scores))
+    reason = None if agreed == checked else RejectReason.REWARD_MISMATCH
+    detail = "" if reason is None else f"{checked - agreed} of {checked} claimed rewards wrong"
+    return PeerVerdict(
+        peer=commitment.peer,
+        round=commitment.round,
+        digest=commitment.digest,
+        reason=reason,
+        detail=detail,
+        attestable=True,
+        checked=checked,
+        agreed=agreed,
+        verified_reward_milli=verified_milli,
+        groups=tuple(kept),
+    )
+
+
+def _rejected(commitment: RolloutsPublished, reason: RejectReason, detail: str) -> PeerVerdict:
+    """Not attestable: the bytes in hand are not provably the peer's."""
+    return PeerVerdict(commitment.peer, commitment.round, commitment.digest, reason, detail)
+
+
+def _flagged(commitment: RolloutsPublished, reason: RejectReason, detail: str) -> PeerVerdict:
+    """The committed bytes are invalid: a flag over everything the peer committed."""
+    return PeerVerdict(
+        peer=commitment.peer,
+        round=commitment.round,
+        digest=commitment.digest,
+        reason=reason,
+        detail=detail,
+        attestable=True,
+        checked=max(1, commitment.completions),
+        agreed=0,
+    )

@@ -1,0 +1,88 @@
+"""Honest and dishonest peer batches for the intake tests, built with the real producer path."""
+
+from __future__ import annotations
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import keccak
+
+from node.chain.eip712 import Domain, sign_rollout_batch
+from node.chain.events import RolloutsPublished
+from node.rollouts import (
+    ModelInfo,
+    SignedBatch,
+    batch_digest,
+    body_hash,
+    encode_batch,
+    sign_batch,
+)
+from node.rollouts.assemble import EncodedBatch, assemble_batch
+from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
+
+ROUND = 5
+MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
+
+
+def round_seed(round: int) -> bytes:
+    return keccak(b"test genesis seed" + round.to_bytes(8, "big"))
+
+
+def tasks_for(peer: str, round: int = ROUND) -> list[TaskItem]:
+    return derive_tasks(round_seed(round), peer, get_preset(DEFAULT_PRESET_NAME))
+
+
+def mixed_texts(task: TaskItem, group_size: int = 4) -> list[str]:
+    """Half right, half wrong: every group has advantage."""
+    right = f"Adding up. <answer>{task.answer}</answer>"
+    wrong = "<answer>-12345</answer>"
+    return [right if i % 2 == 0 else wrong for i in range(group_size)]
+
+
+def honest_batch(account: LocalAccount, domain: Domain, round: int = ROUND) -> EncodedBatch:
+    tasks = tasks_for(account.address, round)
+    return assemble_batch(
+        account=account,
+        domain=domain,
+        round=round,
+        preset=DEFAULT_PRESET_NAME,
+        model=MODEL,
+        tasks=tasks,
+        texts=[mixed_texts(task) for task in tasks],
+    )
+
+
+def commitment_for(
+    data: bytes, batch: SignedBatch | None, *, peer: str, round: int = ROUND, **overrides: int
+) -> RolloutsPublished:
+    """The RolloutsPublished event a chain would hold for ``data`` (counts from ``batch``)."""
+    body = batch.body if batch is not None else None
+    values = {
+        "groups": len(body.groups) if body else 1,
+        "completions": body.completion_count if body else 1,
+        "reward_sum": body.reward_sum_milli if body else 0,
+    }
+    values.update(overrides)
+    return RolloutsPublished(
+        block_number=1,
+        block_hash="0x" + "11" * 32,
+        tx_hash="0x" + "22" * 32,
+        log_index=0,
+        round=round,
+        peer=peer,
+        digest=batch_digest(data),
+        relayer=None,
+        **values,
+    )
+
+
+def resign(batch: SignedBatch, signer: LocalAccount, domain: Domain) -> bytes:
+    """``batch``'s body with a signature by ``signer`` (who is not necessarily body.peer)."""
+    signature = sign_rollout_batch(
+        signer, domain, round=batch.body.round, body_hash=body_hash(batch.body)
+    )
+    return encode_batch(batch.model_copy(update={"signature": "0x" + signature.hex()}))
+
+
+def with_groups(batch: SignedBatch, groups: list, account: LocalAccount, domain: Domain) -> bytes:
+    """A re-signed batch whose groups were replaced (a peer lying about its own content)."""
+    body = batch.body.model_copy(update={"groups": groups})
+    return encode_batch(sign_batch(body, account, domain))

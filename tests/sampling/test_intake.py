@@ -1,0 +1,273 @@
+"""Peer intake end to end on a real LocalStore: honest batches pass, each attack gets its reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from node.rollouts import Completion, Group, RejectReason, TaskRecord, encode_batch, sign_batch
+from node.sampling.fetch import fetch_batches
+from node.sampling.intake import intake_round
+from node.sampling.verify import RoundContext, verify_batch
+from node.storage import KuboStore, LocalStore
+from tests.rollouts.factories import COORDINATOR, DOMAIN, OTHER, PEER
+from tests.sampling.batches import (
+    ROUND,
+    commitment_for,
+    honest_batch,
+    resign,
+    round_seed,
+    tasks_for,
+    with_groups,
+)
+from tests.storage.fake_kubo import running_fake_kubo
+
+CONTEXT = RoundContext(domain=DOMAIN, round=ROUND, round_seed=round_seed(ROUND))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+def test_honest_batch_is_accepted_and_agreed(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    store.put(encoded.data)
+    commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
+
+    report = intake_round([commitment], store, CONTEXT)
+
+    (verdict,) = report.verdicts
+    assert verdict.accepted and verdict.reason is None
+    assert verdict.checked == verdict.agreed == encoded.completions
+    assert verdict.verified_reward_milli == encoded.reward_sum_milli > 0
+    assert len(verdict.groups) == encoded.groups
+    assert all(group.has_advantage for group in verdict.groups)
+    (attestation,) = report.attestations()
+    assert not attestation.is_flag and attestation.digest == encoded.digest
+    assert not report.rejections
+
+
+def test_own_commitment_is_skipped(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    store.put(encoded.data)
+    commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
+    report = intake_round([commitment], store, CONTEXT, own_address=PEER.address)
+    assert report.verdicts == []
+
+
+def _verdict_for(data: bytes, commitment, store: LocalStore):
+    store.put(data)
+    (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
+    return verdict
+
+
+def test_forged_signature_is_flagged(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    forged = resign(encoded.batch, OTHER, DOMAIN)
+    verdict = _verdict_for(forged, commitment_for(forged, encoded.batch, peer=PEER.address), store)
+    assert verdict.reason is RejectReason.BAD_SIGNATURE
+    assert verdict.attestation().is_flag and verdict.groups == ()
+
+
+def test_batch_replayed_from_an_earlier_round_is_flagged(store: LocalStore) -> None:
+    old = honest_batch(PEER, DOMAIN, round=ROUND - 1)
+    commitment = commitment_for(old.data, old.batch, peer=PEER.address, round=ROUND)
+    verdict = _verdict_for(old.data, commitment, store)
+    assert verdict.reason is RejectReason.WRONG_ROUND
+    assert verdict.attestation().is_flag
+
+
+def test_batch_of_another_peer_republished_is_rejected(store: LocalStore) -> None:
+    theirs = honest_batch(PEER, DOMAIN)
+    commitment = commitment_for(theirs.data, theirs.batch, peer=OTHER.address)
+    verdict = _verdict_for(theirs.data, commitment, store)
+    assert verdict.reason is RejectReason.BAD_SIGNATURE  # signed by PEER, published by OTHER
+
+
+def test_questions_swapped_for_easy_ones_are_flagged(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    easy = [
+        Group(
+            task=TaskRecord(
+                dataset=g.task.dataset, index=g.task.index, question="What is 1 + 1?", answer="2"
+            ),
+            completions=[Completion(text="<answer>2</answer>", reward=1.0)] * len(g.completions),
+        )
+        for g in encoded.batch.body.groups
+    ]
+    data = with_groups(encoded.batch, easy, PEER, DOMAIN)
+    commitment = commitment_for(
+        data,
+        None,
+        peer=PEER.address,
+        groups=len(easy),
+        completions=encoded.completions,
+        reward_sum=1000 * encoded.completions,
+    )
+    verdict = _verdict_for(data, commitment, store)
+    assert verdict.reason is RejectReason.TASK_MISMATCH
+    assert verdict.checked == encoded.completions and verdict.agreed == 0
+
+
+def test_inflated_rewards_are_counted_per_completion(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    groups = list(encoded.batch.body.groups)
+    first = groups[0]
+    inflated = [Completion(text=c.text, reward=1.0) for c in first.completions]
+    groups[0] = Group(task=first.task, completions=inflated)
+    data = with_groups(encoded.batch, groups, PEER, DOMAIN)
+    wrong_claims = sum(1 for c in first.completions if c.reward < 1.0)
+    commitment = commitment_for(
+        data,
+        None,
+        peer=PEER.address,
+        groups=len(groups),
+        completions=encoded.completions,
+        reward_sum=encoded.reward_sum_milli + 1000 * wrong_claims,
+    )
+    verdict = _verdict_for(data, commitment, store)
+    assert verdict.reason is RejectReason.REWARD_MISMATCH
+    assert verdict.checked == encoded.completions
+    assert verdict.agreed == encoded.completions - wrong_claims > 0
+    assert verdict.verified_reward_milli == encoded.reward_sum_milli  # our scores, not the claims
+    assert len(verdict.groups) == encoded.groups - 1  # only the inflated group is dropped
+    assert verdict.attestation().is_flag
+
+
+def test_commitment_that_disagrees_with_the_batch_is_flagged(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    commitment = commitment_for(
+        encoded.data, encoded.batch, peer=PEER.address, reward_sum=encoded.reward_sum_milli + 500
+    )
+    verdict = _verdict_for(encoded.data, commitment, store)
+    assert verdict.reason is RejectReason.COMMITMENT_MISMATCH
+
+
+def test_wrong_group_size_is_flagged(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    document = json.loads(encoded.data)
+    document["body"]["groups"][0]["completions"].pop()
+    data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    verdict = _verdict_for(data, commitment_for(data, encoded.batch, peer=PEER.address), store)
+    assert verdict.reason is RejectReason.GROUP_SIZE
+    assert verdict.attestation().is_flag  # the peer committed to this document
+
+
+def test_unknown_preset_is_rejected_with_reason(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    body = encoded.batch.body
+    tasks = body.tasks.model_copy(update={"preset": "made-up"})
+    data = encode_batch(sign_batch(body.model_copy(update={"tasks": tasks}), PEER, DOMAIN))
+    verdict = _verdict_for(data, commitment_for(data, encoded.batch, peer=PEER.address), store)
+    assert verdict.reason is RejectReason.UNKNOWN_PRESET
+    assert "made-up" in verdict.detail
+
+
+def test_garbage_behind_a_commitment_is_flagged_not_raised(store: LocalStore) -> None:
+    data = b"\x00\xffnot json at all"
+    verdict = _verdict_for(data, commitment_for(data, None, peer=PEER.address), store)
+    assert verdict.reason is RejectReason.BAD_JSON and verdict.attestation().is_flag
+
+
+def test_bytes_that_do_not_match_the_digest_are_not_attested() -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
+    verdict = verify_batch(encoded.data + b" ", commitment, CONTEXT)
+    assert verdict.reason is RejectReason.DIGEST_MISMATCH
+    assert verdict.attestation() is None  # the store lied, not provably the peer
+
+
+def test_corrupted_blob_in_the_store_is_a_digest_mismatch(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    store.put(encoded.data)
+    (blob,) = [p for p in (store.root).rglob(encoded.digest.hex()) if p.is_file()]
+    blob.write_bytes(encoded.data.replace(b"answer", b"ANSWER", 1))
+    commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
+    (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
+    assert verdict.reason is RejectReason.DIGEST_MISMATCH and verdict.attestation() is None
+
+
+def test_missing_batch_is_a_fetch_failure(store: LocalStore) -> None:
+    encoded = honest_batch(PEER, DOMAIN)
+    commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
+    (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
+    assert verdict.reason is RejectReason.FETCH_FAILED and verdict.attestation() is None
+
+
+def test_peer_that_hangs_is_abandoned_at_the_per_fetch_limit() -> None:
+    slow = honest_batch(OTHER, DOMAIN)
+    with running_fake_kubo() as kubo:
+        kubo_store = KuboStore(kubo.url, timeout=30)
+        kubo_store.put(slow.data)
+        kubo.mode = "hang"
+        started = time.monotonic()
+        results = fetch_batches(
+            [commitment_for(slow.data, slow.batch, peer=OTHER.address)],
+            kubo_store,
+            per_fetch_timeout=0.5,
+            total_budget=5,
+        )
+        elapsed = time.monotonic() - started
+        kubo.release.set()
+    (result,) = results
+    assert result.reason is RejectReason.FETCH_TIMEOUT and result.data is None
+    assert "per fetch" in result.detail
+    assert elapsed < 5  # abandoned at the per-fetch limit, not at the budget
+
+
+def test_total_budget_bounds_the_round() -> None:
+    with running_fake_kubo() as kubo:
+        kubo_store = KuboStore(kubo.url, timeout=30)
+        encoded = honest_batch(PEER, DOMAIN)
+        kubo_store.put(encoded.data)
+        kubo.mode = "hang"
+        commitments = [commitment_for(encoded.data, encoded.batch, peer=PEER.address)] * 3
+        results = fetch_batches(commitments, kubo_store, per_fetch_timeout=60, total_budget=0.5)
+        kubo.release.set()
+    assert [r.reason for r in results] == [RejectReason.FETCH_TIMEOUT] * 3
+    assert all("budget" in r.detail for r in results)
+
+
+def test_malformed_peer_does_not_disturb_honest_ones(store: LocalStore) -> None:
+    good = honest_batch(PEER, DOMAIN)
+    store.put(good.data)
+    garbage = b'{"body": 1, "signature": "0x"}'
+    store.put(garbage)
+    report = intake_round(
+        [
+            commitment_for(garbage, None, peer=OTHER.address),
+            commitment_for(good.data, good.batch, peer=PEER.address),
+        ],
+        store,
+        CONTEXT,
+    )
+    by_peer = {v.peer: v for v in report.verdicts}
+    assert by_peer[PEER.address].accepted and by_peer[PEER.address].groups
+    assert by_peer[OTHER.address].reason is RejectReason.BAD_SCHEMA
+    assert report.rejections == {"bad_schema": 1}
+    assert [a.subject for a in report.attestations()] == sorted(
+        [PEER.address, OTHER.address], key=lambda a: int(a, 16)
+    )
+
+
+def test_tasks_come_from_the_round_seed_and_the_peer() -> None:
+    assert tasks_for(PEER.address) == tasks_for(PEER.address)
+    assert tasks_for(PEER.address) != tasks_for(OTHER.address)
+    assert tasks_for(PEER.address) != tasks_for(PEER.address, ROUND + 1)
+    assert CONTEXT.domain.verifying_contract == COORDINATOR
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=4096))
+def test_any_committed_bytes_end_in_a_verdict(data: bytes) -> None:
+    commitment = commitment_for(data, None, peer=PEER.address)
+    verdict = verify_batch(data, commitment, CONTEXT)
+    assert verdict.reason is not None
+    assert hashlib.sha256(data).digest() == verdict.digest
