@@ -9,8 +9,9 @@
    seed for that peer (dataset, question and reference answer);
 7. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
 
-A failure at 2-6 is the peer's fault and is attested as a flag over everything it committed; at 7
-each completion counts on its own, and groups with any mismatch are not kept. Nothing here raises
+A failure at 2-6 is the peer's fault and is attested as a flag over everything it committed (except
+an unknown schema, preset or generator version: skipped, not judged); at 7 each completion counts on
+its own, and groups with any mismatch are not kept. Nothing here raises
 for any input bytes: every outcome is a :class:`PeerVerdict`.
 """
 
@@ -32,6 +33,10 @@ from node.tasks import TaskError, TaskItem, derive_tasks, generator_id, get_pres
 log = logging.getLogger(__name__)
 
 TaskDeriver = Callable[[bytes, str, str], Sequence[TaskItem]]
+
+# A schema, preset or generator version this node does not know may be newer than this node, not
+# wrong: such a batch is skipped and counted, but neither flagged nor agreed with.
+_CANNOT_JUDGE = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET})
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,8 @@ def verify_batch(
         tasks = _expected_tasks(batch, commitment, context, derive)
         return _rescore(batch, commitment, tasks)
     except BatchRejected as rejection:
+        if rejection.reason in _CANNOT_JUDGE:
+            return _rejected(commitment, rejection.reason, rejection.detail)
         return _flagged(commitment, rejection.reason, rejection.detail)
     except Exception as exc:  # a verifier bug must not crash the node on a peer's data
         log.exception(

@@ -168,6 +168,7 @@ def test_unknown_preset_is_rejected_with_reason(store: LocalStore) -> None:
     verdict = _verdict_for(data, commitment_for(data, encoded.batch, peer=PEER.address), store)
     assert verdict.reason is RejectReason.UNKNOWN_PRESET
     assert "made-up" in verdict.detail
+    assert verdict.attestation() is None  # maybe newer than this node: skipped, not flagged
 
 
 def test_garbage_behind_a_commitment_is_flagged_not_raised(store: LocalStore) -> None:
