@@ -1,0 +1,31 @@
+"""Policy test fixtures: one tiny random model (with the shipped tokenizer), built once per session.
+
+Nothing is read from or written to the user's cache: ``SWARM_CACHE_DIR`` points at a temporary
+folder while the model loads (so the tokenizer comes from the shipped GGUF, ~3 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from node.policy.model import BaseModel, load_base  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseModel]:
+    """A frozen two-layer random Llama on CPU, float32, seed 0. Do not modify it in place."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SWARM_CACHE_DIR", str(tmp_path_factory.mktemp("swarm-cache")))
+        base = load_base("tiny", device="cpu", dtype="float32", seed=0)
+    yield base
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_base: BaseModel):  # type: ignore[no-untyped-def]
+    """The shipped SmolLM2 tokenizer (pad token set), shared with ``tiny_base``."""
+    return tiny_base.tokenizer
