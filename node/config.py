@@ -1,0 +1,161 @@
+"""A node's configuration: one TOML file, validated by pydantic, every field documented once.
+
+The ``Field(description=...)`` texts are the only help there is: ``example_toml()`` renders them
+as the comments of a complete default file (``swarm config example``), and the CLI reads this
+model. Sections: ``[chain]``, ``[identity]``, ``[storage]``, ``[tasks]``, ``[sampling]``,
+``[model]``. Cross-field rules live in validators whose messages say what to set instead.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """The configuration file is missing, not TOML, or invalid; the message lists each problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChainSettings(_Section):
+    rpc_url: str = Field(
+        "http://127.0.0.1:8545", description="JSON-RPC URL of the chain the coordinator lives on."
+    )
+    deployment: Path = Field(
+        Path("deployments/local.json"),
+        description="Deployment file written by swarm-deploy (coordinator address, chain id, ABI).",
+    )
+    rpc_timeout: float = Field(10.0, gt=0, description="Seconds before one RPC call times out.")
+
+
+class IdentitySettings(_Section):
+    keystore: Path = Field(
+        Path("~/.swarm/keystore.json"),
+        description="Encrypted keystore of this peer's key (created by `swarm init`).",
+    )
+    password_env: str = Field(
+        "SWARM_KEYSTORE_PASSWORD",
+        description="Environment variable holding the keystore password.",
+    )
+    password_file: Path | None = Field(
+        None, description="File whose first line is the password (wins over password_env)."
+    )
+
+
+class StorageSettings(_Section):
+    store: str = Field(
+        "~/.swarm/store",
+        description="Content store: a directory (local store) or a Kubo RPC URL "
+        "such as http://127.0.0.1:5001.",
+    )
+    compress: bool = Field(False, description="zstd-compress published batches.")
+    fetch_timeout: float = Field(10.0, gt=0, description="Seconds allowed for one peer's batch.")
+    fetch_budget: float = Field(
+        30.0, gt=0, description="Seconds allowed for fetching all peers' batches of a round."
+    )
+
+
+class TaskSettings(_Section):
+    preset: str = Field(
+        "smol-easy",
+        description="Task preset (smol-easy for the shipped model, paper for strong ones).",
+    )
+
+
+class SamplingSettings(_Section):
+    local_groups: int = Field(
+        4, ge=0, le=64, description="I: own rollout groups trained on per round."
+    )
+    external_groups: int = Field(
+        4, ge=0, le=64, description="J: peers' verified groups trained on per round."
+    )
+    group_size: int = Field(8, ge=2, le=32, description="G: completions generated per task.")
+    strategy: Literal["uniform", "verified-history"] = Field(
+        "uniform", description="How the J external groups are chosen among verified ones."
+    )
+
+    @model_validator(mode="after")
+    def _something_to_train_on(self) -> SamplingSettings:
+        if self.local_groups + self.external_groups == 0:
+            raise ValueError("local_groups + external_groups is 0: set at least one of them to 1")
+        return self
+
+
+class ModelSettings(_Section):
+    source: str = Field(
+        "smollm2-135m",
+        description="Base model: smollm2-135m (shipped), tiny (tests), or a local HF model folder.",
+    )
+    device: str | None = Field(None, description="cpu, cuda or mps; empty picks the best there is.")
+    dtype: str | None = Field(None, description="float32 or bfloat16; empty picks per device.")
+    checkpoint_dir: Path = Field(
+        Path("~/.swarm/checkpoints"), description="Where adapter, optimizer and round state go."
+    )
+
+
+class NodeConfig(_Section):
+    """Everything ``swarm run`` needs (the policy's training settings come with the GRPO trainer)."""
+
+    chain: ChainSettings = Field(default_factory=ChainSettings)
+    identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    tasks: TaskSettings = Field(default_factory=TaskSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+
+
+def load_config(path: Path) -> NodeConfig:
+    """Reads and validates ``path``; ConfigError with every problem and where it is."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no configuration at {path}: write one with `swarm config example > {path}`"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    return parse_config(data, source=str(path))
+
+
+def parse_config(data: dict[str, Any], *, source: str = "configuration") -> NodeConfig:
+    """Validates already-parsed TOML data."""
+    try:
+        return NodeConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "\n".join(
+            f"  {'.'.join(str(part) for part in error['loc']) or '(top)'}: "
+            f"{error['msg'].removeprefix('Value error, ')}"
+            for error in exc.errors()
+        )
+        raise ConfigError(f"{source} has {exc.error_count()} problem(s):\n{problems}") from None
+
+
+def example_toml(model: type[BaseModel] = NodeConfig) -> str:
+    """A complete TOML file of the defaults, each key preceded by its description."""
+    lines = [
+        "# Swarm node configuration. Every key is optional; shown here with its default.",
+    ]
+    for section, field in model.model_fields.items():
+        section_model = field.annotation
+        assert isinstance(section_model, type) and issubclass(section_model, BaseModel)
+        lines += ["", f"[{section}]"]
+        for name, subfield in section_model.model_fields.items():
+            lines.append(f"# {subfield.description}")
+            default = subfield.get_default(call_default_factory=True)
+            line = f"{name} = {_toml_value(default)}" if default is not None else f"# {name} ="
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
