@@ -1,0 +1,479 @@
+"""The GRPO update: scored groups in, one optimizer step on the node's LoRA adapter out.
+
+Reads top to bottom: groups → advantages → token ids → per-token log-probs → clipped loss →
+optimizer step. Local and external groups are treated alike: every completion is a text,
+re-tokenised with this node's own tokenizer.
+
+The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
+
+- **Advantages** are normalised within each group: ``A_i = (r_i - mean(r)) / (std(r) + eps)``
+  with the population standard deviation (``scale_rewards=False`` drops the division, as Dr. GRPO
+  does). A group whose rewards are all equal, or that has one completion, has no signal: it is
+  dropped before anything is computed (DAPO's dynamic-sampling filter), so its tokens do not
+  dilute the others' weight. If every group is dropped the step makes no update and says so.
+- **Clipping** is PPO's token-level clipped surrogate with decoupled bounds (DAPO's clip-higher):
+  ``-min(ρ A, clip(ρ, 1 - ε_low, 1 + ε_high) A)`` with ``ρ = exp(logp - logp_old)``. With
+  ``num_iterations = 1`` the old log-probs are the current ones detached, so ``ρ = 1`` and the
+  gradient is the plain policy gradient; with more iterations they are computed once before the
+  first and clipping acts in the later ones.
+- **KL** is optional: ``β · k3`` with ``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman's
+  unbiased, non-negative estimator) against the base model, obtained by disabling the adapter
+  (no second copy of the model). Default ``β = 0``: the paper used no KL.
+- **Averaging** is token-level over the whole batch: the summed per-token loss is divided by the
+  number of completion tokens of all groups (DAPO). Every token weighs the same whatever the
+  length of its completion, so long wrong answers are not under-penalised as they are by GRPO's
+  per-sequence mean; and because the divisor is the batch's token count, splitting the batch
+  into micro-batches for memory does not change the gradient.
+
+Log-probs of the chosen tokens are computed from the last hidden states in chunks of rows
+(``logsumexp`` minus the chosen logit), each chunk recomputed in the backward pass, so the
+full-vocabulary logits of the batch never exist at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+from transformers import PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+ChatMessages = list[dict[str, str]]
+
+
+class GRPOConfig(BaseModel):
+    """Settings of one GRPO update; every field's description is its only help text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    learning_rate: float = Field(
+        2e-5, gt=0, description="AdamW learning rate (used when the trainer builds the optimizer)."
+    )
+    weight_decay: float = Field(
+        0.0, ge=0, description="AdamW weight decay (used when the trainer builds the optimizer)."
+    )
+    epsilon_low: float = Field(
+        0.2, gt=0, lt=1, description="Lower clip range: the ratio is clipped at 1 - epsilon_low."
+    )
+    epsilon_high: float = Field(
+        0.28, gt=0, description="Upper clip range: the ratio is clipped at 1 + epsilon_high."
+    )
+    beta: float = Field(
+        0.0, ge=0, description="Weight of the k3 KL penalty against the base model; 0 = no KL."
+    )
+    num_iterations: int = Field(
+        1, ge=1, description="Optimizer steps on the same groups; clipping acts from the 2nd."
+    )
+    scale_rewards: bool = Field(
+        True, description="Divide advantages by the group's reward std (False: only centre them)."
+    )
+    advantage_epsilon: float = Field(
+        1e-4, gt=0, description="Added to the group's reward std before dividing by it."
+    )
+    max_completion_tokens: int = Field(
+        256, ge=1, description="Completions are re-tokenised and cut to this many tokens."
+    )
+    micro_batch_size: int = Field(
+        8, ge=1, description="Sequences per forward/backward pass (gradients are accumulated)."
+    )
+    logprob_chunk_tokens: int = Field(
+        256, ge=1, description="Rows of full-vocabulary logits materialised at once."
+    )
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this norm.")
+    temperature: float = Field(
+        1.0, gt=0, description="Sampling temperature: logits are divided by it for log-probs."
+    )
+
+
+@dataclass(frozen=True)
+class ScoredGroup:
+    """One prompt with its completions and their rewards (a local or a peer's group)."""
+
+    prompt: ChatMessages | list[int]  # chat messages, or prompt token ids of this node's tokenizer
+    completions: list[str]
+    rewards: list[float]
+
+    def __post_init__(self) -> None:
+        if len(self.completions) != len(self.rewards):
+            raise ValueError(
+                f"{len(self.completions)} completions but {len(self.rewards)} rewards: "
+                "give one reward per completion"
+            )
+        if not self.prompt:
+            raise ValueError("empty prompt: give chat messages or at least one prompt token id")
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """What one ``GRPOTrainer.step`` did; loss, clipping, KL and grad norm are its last iteration."""
+
+    loss: float
+    mean_reward: float  # over every completion given, kept or dropped
+    clip_fraction: float  # completion tokens whose gradient the clip removed
+    kl: float | None  # mean k3 against the base model; None when beta is 0 (not computed)
+    grad_norm: float  # before clipping
+    num_tokens: int  # completion tokens trained on
+    num_sequences: int
+    num_groups: int  # groups with a learning signal (others dropped)
+    skipped: bool  # no optimizer step was made
+    seconds: float
+
+
+# ---------------------------------------------------------------- advantages
+
+
+def group_advantages(rewards: Tensor, *, scale: bool = True, eps: float = 1e-4) -> Tensor:
+    """``(r - mean) / (std + eps)`` within one group (population std); zeros if all equal."""
+    if rewards.numel() < 2 or bool((rewards == rewards[0]).all()):
+        return torch.zeros_like(rewards)
+    centred = rewards - rewards.mean()
+    return centred / (rewards.std(unbiased=False) + eps) if scale else centred
+
+
+# ---------------------------------------------------------------- tokenisation
+
+
+@dataclass(frozen=True)
+class TokenizedCompletion:
+    """Prompt + completion token ids of one sequence, and the advantage of its completion."""
+
+    input_ids: list[int]
+    prompt_length: int
+    advantage: float
+
+
+def prompt_token_ids(
+    prompt: ChatMessages | list[int], tokenizer: PreTrainedTokenizerBase
+) -> list[int]:
+    """Token ids of the prompt, ending with the chat template's assistant header."""
+    if isinstance(prompt[0], int):
+        return list(prompt)  # type: ignore[arg-type]
+    text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def completion_token_ids(
+    text: str, tokenizer: PreTrainedTokenizerBase, max_tokens: int
+) -> list[int]:
+    """The completion's tokens then end-of-turn; a completion over ``max_tokens`` is cut (no end)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) >= max_tokens:
+        return ids[:max_tokens]
+    return ids + [tokenizer.eos_token_id]
+
+
+def tokenize_groups(
+    groups: Sequence[ScoredGroup],
+    advantages: Sequence[Tensor],
+    tokenizer: PreTrainedTokenizerBase,
+    max_completion_tokens: int,
+) -> list[TokenizedCompletion]:
+    """One ``TokenizedCompletion`` per completion, group by group."""
+    sequences = []
+    for group, group_adv in zip(groups, advantages, strict=True):
+        prompt = prompt_token_ids(group.prompt, tokenizer)
+        for text, advantage in zip(group.completions, group_adv.tolist(), strict=True):
+            completion = completion_token_ids(text, tokenizer, max_completion_tokens)
+            sequences.append(TokenizedCompletion(prompt + completion, len(prompt), advantage))
+    return sequences
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Right-padded sequences; ``target_mask`` marks the completion tokens being predicted."""
+
+    input_ids: Tensor  # (B, T)
+    attention_mask: Tensor  # (B, T)
+    target_mask: Tensor  # (B, T-1) True where input_ids[:, 1:] is a completion token
+    token_advantages: Tensor  # (N,) one per completion token, N = target_mask.sum()
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.target_mask.sum())
+
+
+def collate(
+    sequences: Sequence[TokenizedCompletion], pad_token_id: int, device: torch.device
+) -> MicroBatch:
+    """Pads on the right; prompt and padding are masked out of the targets."""
+    length = max(len(s.input_ids) for s in sequences)
+    input_ids = torch.full((len(sequences), length), pad_token_id, dtype=torch.long)  # (B, T)
+    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)  # (B, T)
+    completion = torch.zeros((len(sequences), length), dtype=torch.bool)  # (B, T)
+    for row, seq in enumerate(sequences):
+        n = len(seq.input_ids)
+        input_ids[row, :n] = torch.tensor(seq.input_ids)
+        attention_mask[row, :n] = 1
+        completion[row, seq.prompt_length : n] = True
+    target_mask = completion[:, 1:]  # (B, T-1): position t predicts token t+1
+    advantages = torch.tensor([s.advantage for s in sequences], dtype=torch.float32)  # (B,)
+    token_advantages = advantages[:, None].expand_as(target_mask)[target_mask]  # (N,)
+    return MicroBatch(
+        input_ids.to(device),
+        attention_mask.to(device),
+        target_mask.to(device),
+        token_advantages.to(device),
+    )
+
+
+# ---------------------------------------------------------------- per-token log-probs
+
+
+def _chunk_logprobs(
+    hidden: Tensor, targets: Tensor, *, lm_head: nn.Module, temperature: float
+) -> Tensor:
+    logits = lm_head(hidden).float() / temperature  # (n, V)
+    chosen = logits.gather(-1, targets[:, None]).squeeze(-1)  # (n,)
+    return chosen - logits.logsumexp(-1)  # (n,)
+
+
+def chosen_token_logprobs(
+    hidden: Tensor,
+    targets: Tensor,
+    lm_head: nn.Module,
+    *,
+    chunk_tokens: int,
+    temperature: float = 1.0,
+) -> Tensor:
+    """``log softmax(lm_head(hidden) / T)[targets]`` for (N, H) rows, ``chunk_tokens`` rows at a time.
+
+    With gradients on, each chunk is recomputed in the backward pass (activation checkpointing), so
+    at most one chunk of (chunk_tokens, V) logits is alive at any time.
+    """
+    fn = functools.partial(_chunk_logprobs, lm_head=lm_head, temperature=temperature)
+    out = []
+    for start in range(0, hidden.shape[0], chunk_tokens):
+        h, t = hidden[start : start + chunk_tokens], targets[start : start + chunk_tokens]
+        out.append(
+            checkpoint(fn, h, t, use_reentrant=False) if torch.is_grad_enabled() else fn(h, t)
+        )
+    return torch.cat(out) if out else hidden.new_zeros(0, dtype=torch.float32)  # (N,)
+
+
+def completion_logprobs(
+    model: nn.Module, batch: MicroBatch, *, chunk_tokens: int, temperature: float = 1.0
+) -> Tensor:
+    """Log-probs (N,) of the micro-batch's completion tokens, in order, under ``model``."""
+    decoder = model.get_decoder()
+    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]  # (B, T, H)
+    hidden = hidden[:, :-1][batch.target_mask]  # (N, H)
+    targets = batch.input_ids[:, 1:][batch.target_mask]  # (N,)
+    return chosen_token_logprobs(
+        hidden,
+        targets,
+        model.get_output_embeddings(),
+        chunk_tokens=chunk_tokens,
+        temperature=temperature,
+    )
+
+
+# ---------------------------------------------------------------- loss
+
+
+def clipped_surrogate(
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, *, eps_low: float, eps_high: float
+) -> tuple[Tensor, Tensor]:
+    """Per-token loss ``-min(ρA, clip(ρ, 1-ε_low, 1+ε_high)A)`` (N,), and where the clip bit (N,)."""
+    ratio = torch.exp(logp - old_logp)  # (N,)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * advantages
+    was_clipped = clipped < unclipped  # the min chose the clipped term: no gradient
+    return -torch.minimum(unclipped, clipped), was_clipped
+
+
+def k3_kl(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """Per-token ``exp(ref - logp) - (ref - logp) - 1`` (N,): ≥ 0, unbiased for KL(π ‖ ref)."""
+    delta = ref_logp - logp
+    return torch.exp(delta) - delta - 1
+
+
+# ---------------------------------------------------------------- the update
+
+
+@contextmanager
+def adapter_disabled(model: nn.Module) -> Iterator[None]:
+    """The base model's behaviour: a peft model's ``disable_adapter`` or transformers' own."""
+    if hasattr(model, "disable_adapter"):  # peft.PeftModel
+        with model.disable_adapter():
+            yield
+        return
+    model.disable_adapters()  # a transformers model given an adapter by add_adapter
+    try:
+        yield
+    finally:
+        model.enable_adapters()
+
+
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters with gradients on: the active LoRA adapter (the base is frozen)."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+@dataclass
+class _Pass:
+    """Totals of one pass over the micro-batches."""
+
+    loss: float = 0.0
+    clipped_tokens: int = 0
+    kl_sum: float = 0.0
+    grad_norm: float = 0.0
+    stepped: bool = False
+
+
+class GRPOTrainer:
+    """One node's GRPO update on its LoRA adapter: ``step(groups) -> StepMetrics``."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        config: GRPOConfig | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config or GRPOConfig()
+        params = trainable_parameters(model)
+        if not params:
+            raise ValueError(
+                "the model has no trainable parameters: add and activate a LoRA adapter"
+            )
+        self.optimizer = optimizer or torch.optim.AdamW(
+            params, lr=self.config.learning_rate, weight_decay=self.config.weight_decay
+        )
+
+    def step(self, groups: Sequence[ScoredGroup]) -> StepMetrics:
+        """One update (``num_iterations`` optimizer steps) on the given groups."""
+        cfg, started = self.config, time.perf_counter()
+        all_rewards = [r for g in groups for r in g.rewards]
+        mean_reward = sum(all_rewards) / len(all_rewards) if all_rewards else 0.0
+
+        # --- advantages: normalised within each group; groups without signal are dropped
+        advantages = [
+            group_advantages(
+                torch.tensor(g.rewards, dtype=torch.float32),
+                scale=cfg.scale_rewards,
+                eps=cfg.advantage_epsilon,
+            )
+            for g in groups
+        ]
+        kept = [(g, a) for g, a in zip(groups, advantages, strict=True) if bool(a.any())]
+        if not kept:
+            log.info("GRPO step skipped: no group has distinct rewards")
+            return self._skipped(mean_reward, started)
+
+        # --- tokens: re-tokenise every completion with this node's tokenizer
+        sequences = tokenize_groups(
+            [g for g, _ in kept], [a for _, a in kept], self.tokenizer, cfg.max_completion_tokens
+        )
+        device = next(self.model.parameters()).device
+        pad_id = self.tokenizer.pad_token_id
+        batches = [
+            collate(sequences[i : i + cfg.micro_batch_size], pad_id, device)
+            for i in range(0, len(sequences), cfg.micro_batch_size)
+        ]
+        num_tokens = sum(b.num_tokens for b in batches)
+
+        # --- fixed log-probs: old policy (for clipping in later iterations), base model (for KL)
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            old_logps = [self._logprobs(b) for b in batches] if cfg.num_iterations > 1 else None
+            ref_logps = None
+            if cfg.beta > 0:
+                with adapter_disabled(self.model):
+                    ref_logps = [self._logprobs(b) for b in batches]
+
+        # --- iterations: accumulate micro-batch gradients, clip, step
+        self.model.train()
+        try:
+            passes = [
+                self._iteration(batches, num_tokens, old_logps, ref_logps)
+                for _ in range(cfg.num_iterations)
+            ]
+        finally:
+            self.model.train(was_training)
+        last = passes[-1]
+        return StepMetrics(
+            loss=last.loss,
+            mean_reward=mean_reward,
+            clip_fraction=last.clipped_tokens / num_tokens,
+            kl=last.kl_sum / num_tokens if ref_logps is not None else None,
+            grad_norm=last.grad_norm,
+            num_tokens=num_tokens,
+            num_sequences=len(sequences),
+            num_groups=len(kept),
+            skipped=not any(p.stepped for p in passes),
+            seconds=time.perf_counter() - started,
+        )
+
+    def _iteration(
+        self,
+        batches: list[MicroBatch],
+        num_tokens: int,
+        old_logps: list[Tensor] | None,
+        ref_logps: list[Tensor] | None,
+    ) -> _Pass:
+        """One pass over the micro-batches, then one optimizer step."""
+        cfg, totals = self.config, _Pass()
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, batch in enumerate(batches):
+            logp = self._logprobs(batch)  # (N,)
+            old_logp = old_logps[i] if old_logps is not None else logp.detach()
+            per_token, was_clipped = clipped_surrogate(
+                logp,
+                old_logp,
+                batch.token_advantages,
+                eps_low=cfg.epsilon_low,
+                eps_high=cfg.epsilon_high,
+            )
+            if ref_logps is not None:
+                kl = k3_kl(logp, ref_logps[i])  # (N,)
+                per_token = per_token + cfg.beta * kl
+                totals.kl_sum += float(kl.detach().sum())
+            loss = per_token.sum() / num_tokens  # token-level mean over the whole batch
+            loss.backward()
+            totals.loss += float(loss.detach())
+            totals.clipped_tokens += int(was_clipped.sum())
+
+        # --- optimizer step on the adapter only
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        totals.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        if not math.isfinite(totals.grad_norm):
+            log.warning("GRPO optimizer step skipped: the gradient norm is %s", totals.grad_norm)
+            self.optimizer.zero_grad(set_to_none=True)
+            return totals
+        self.optimizer.step()
+        totals.stepped = True
+        return totals
+
+    def _logprobs(self, batch: MicroBatch) -> Tensor:
+        cfg = self.config
+        return completion_logprobs(
+            self.model, batch, chunk_tokens=cfg.logprob_chunk_tokens, temperature=cfg.temperature
+        )
+
+    @staticmethod
+    def _skipped(mean_reward: float, started: float) -> StepMetrics:
+        return StepMetrics(
+            loss=0.0,
+            mean_reward=mean_reward,
+            clip_fraction=0.0,
+            kl=None,
+            grad_norm=0.0,
+            num_tokens=0,
+            num_sequences=0,
+            num_groups=0,
+            skipped=True,
+            seconds=time.perf_counter() - started,
+        )
