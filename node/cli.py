@@ -1,0 +1,254 @@
+"""``swarm``: the volunteer's command line (identity, stake, status; ``run`` comes with the node loop).
+
+Every command reads one TOML configuration (``--config``, env ``SWARM_CONFIG``, default
+``node.toml``; missing file = all defaults). Secrets never go on the command line: the keystore
+password comes from the configured environment variable or password file, or a prompt.
+Nothing imports this module; it sits on top of the node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from eth_account.signers.local import LocalAccount
+
+from node.chain.client import CoordinatorClient
+from node.chain.deployment import Deployment
+from node.chain.errors import ChainError
+from node.chain.events import Attested, EventReader, RolloutsPublished
+from node.chain.models import PeerStatus, TxReceipt
+from node.chain.units import format_deadline, format_eth, parse_eth
+from node.config import ConfigError, NodeConfig, example_toml, load_config
+from node.identity import (
+    IdentityError,
+    create_keystore,
+    keystore_address,
+    read_password,
+    unlock_keystore,
+)
+
+DEFAULT_CONFIG = Path("node.toml")
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turns the node's own error families into one-line messages, never a traceback."""
+    try:
+        yield
+    except (ChainError, ConfigError, IdentityError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _config(ctx: click.Context) -> NodeConfig:
+    path: Path = ctx.obj["config_path"]
+    if not path.exists() and not ctx.obj["config_given"]:
+        return NodeConfig()
+    with _user_errors():
+        return load_config(path)
+
+
+def _password(config: NodeConfig, *, confirm: bool) -> str:
+    identity = config.identity
+    password_file = identity.password_file.expanduser() if identity.password_file else None
+    with _user_errors():
+        password = read_password(env=identity.password_env, file=password_file)
+    if password is None:
+        password = click.prompt("Keystore password", hide_input=True, confirmation_prompt=confirm)
+    return password
+
+
+def _account(config: NodeConfig) -> LocalAccount:
+    with _user_errors():
+        return unlock_keystore(
+            config.identity.keystore.expanduser(), _password(config, confirm=False)
+        )
+
+
+def _client(config: NodeConfig, account: LocalAccount | None = None) -> CoordinatorClient:
+    with _user_errors():
+        deployment = Deployment.load(config.chain.deployment)
+        return CoordinatorClient.connect(
+            config.chain.rpc_url, deployment, account=account, timeout=config.chain.rpc_timeout
+        )
+
+
+def _done(what: str, receipt: TxReceipt) -> None:
+    click.echo(
+        f"{what} in block {receipt.block_number} (tx {receipt.tx_hash}, "
+        f"fee {format_eth(receipt.fee_wei)})"
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SWARM_CONFIG",
+    default=None,
+    help=f"Node configuration (TOML) [env SWARM_CONFIG; default ./{DEFAULT_CONFIG}, "
+    "all defaults when absent].",
+)
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None) -> None:
+    """Run a node of the SAPO swarm testnet: stake an identity, share rollouts, train.
+
+    \b
+    Getting started:
+      swarm config example > node.toml      # every setting, documented
+      swarm init                            # create your encrypted key
+      swarm register --name alice --stake 0.05
+      swarm status
+    """
+    ctx.obj = {
+        "config_path": config_path or DEFAULT_CONFIG,
+        "config_given": config_path is not None,
+    }
+
+
+@main.group()
+def config() -> None:
+    """Show or check the node configuration."""
+
+
+@config.command("example")
+def config_example() -> None:
+    """Print a complete configuration with every default and its description."""
+    click.echo(example_toml(), nl=False)
+
+
+@config.command("check")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def config_check(path: Path) -> None:
+    """Validate a configuration file and list every problem."""
+    with _user_errors():
+        load_config(path)
+    click.echo(f"{path} is valid")
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Replace an existing keystore (its key is lost).")
+@click.pass_context
+def init(ctx: click.Context, force: bool) -> None:
+    """Create this peer's key in an encrypted keystore and print its address.
+
+    The password comes from the configured password file or environment variable
+    (SWARM_KEYSTORE_PASSWORD by default), else it is asked twice. The key itself is never printed.
+    """
+    config = _config(ctx)
+    path = config.identity.keystore.expanduser()
+    if path.exists() and force:
+        click.confirm(f"{path} holds a key (and maybe stake). Replace it?", abort=True)
+    with _user_errors():
+        address = create_keystore(path, _password(config, confirm=True), overwrite=force)
+    click.echo(f"created {path}")
+    click.echo(f"address {address}  (fund it, then: swarm register --name NAME --stake AMOUNT)")
+
+
+@main.command()
+@click.option("--name", required=True, help="Display name on the leaderboard (1-32 bytes).")
+@click.option("--stake", required=True, help="Stake in ETH (or 'N wei'); at least the minimum.")
+@click.pass_context
+def register(ctx: click.Context, name: str, stake: str) -> None:
+    """Register this peer with a stake."""
+    config = _config(ctx)
+    try:
+        amount = parse_eth(stake)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--stake") from None
+    client = _client(config, _account(config))
+    with _user_errors():
+        _done(f"registered {client.account_address} as {name!r}", client.register(name, amount))
+
+
+@main.command("add-stake")
+@click.option("--amount", required=True, help="ETH to add (or 'N wei').")
+@click.pass_context
+def add_stake(ctx: click.Context, amount: str) -> None:
+    """Add to this peer's stake."""
+    config = _config(ctx)
+    try:
+        wei = parse_eth(amount)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--amount") from None
+    client = _client(config, _account(config))
+    with _user_errors():
+        _done(f"added {format_eth(wei)}", client.add_stake(wei))
+
+
+@main.command("exit")
+@click.pass_context
+def exit_(ctx: click.Context) -> None:
+    """Stop participating; the stake becomes withdrawable after the unbonding period."""
+    config = _config(ctx)
+    client = _client(config, _account(config))
+    with _user_errors():
+        receipt = client.request_exit()
+        info = client.peer_info(client.account_address or "")
+        _done("exit requested", receipt)
+        click.echo(f"withdrawable {format_deadline(info.withdrawable_at, client.chain_time())}")
+
+
+@main.command()
+@click.pass_context
+def withdraw(ctx: click.Context) -> None:
+    """Take the stake back after the unbonding period."""
+    config = _config(ctx)
+    client = _client(config, _account(config))
+    with _user_errors():
+        stake = client.peer_info(client.account_address or "").stake
+        _done(f"withdrew {format_eth(stake)}", client.withdraw())
+
+
+@main.command()
+@click.option("--address", help="Peer to show [default: this node's keystore address].")
+@click.option("--rounds", default=5, show_default=True, help="Recent publications to list.")
+@click.pass_context
+def status(ctx: click.Context, address: str | None, rounds: int) -> None:
+    """Show stake, state, the current round, recent publications and verified reward."""
+    config = _config(ctx)
+    if address is None:
+        with _user_errors():
+            address = keystore_address(config.identity.keystore.expanduser())
+    client = _client(config)
+    with _user_errors():
+        _print_status(client, address, rounds)
+
+
+def _print_status(client: CoordinatorClient, address: str, rounds: int) -> None:
+    info = client.peer_info(address)
+    round_ = client.current_round()
+    click.echo(f"peer     {address}")
+    click.echo(f"status   {info.status.name.lower()}")
+    if info.status is PeerStatus.NONE:
+        click.echo("         not registered: swarm register --name NAME --stake AMOUNT")
+        return
+    click.echo(f"stake    {format_eth(info.stake)}")
+    if info.status is PeerStatus.EXITING:
+        deadline = format_deadline(info.withdrawable_at, client.chain_time())
+        click.echo(f"         withdrawable {deadline}")
+    click.echo(f"round    {round_} (open disputes: {info.open_disputes})")
+    reader = EventReader(client.w3, client.address)
+    latest = client.block_number()
+    published = reader.read(0, latest, events=[RolloutsPublished], peer=address)
+    attested = [
+        e for e in reader.read(0, latest, events=[Attested], peer=address) if e.subject == address
+    ]
+    verified = sum(e.verified_reward_sum for e in attested) / 1000
+    flags = sum(1 for e in attested if e.is_flag)
+    click.echo(f"verified reward {verified:.3f} from {len(attested)} attestations ({flags} flags)")
+    for event in published[-rounds:]:
+        click.echo(
+            f"  round {event.round}: {event.groups} groups, {event.completions} completions, "
+            f"claimed reward {event.reward_sum / 1000:.3f}, digest 0x{event.digest.hex()[:12]}..."
+        )
+    if not published:
+        click.echo("  no publications yet")
+
+
+if __name__ == "__main__":
+    main(prog_name=os.path.basename(__file__))

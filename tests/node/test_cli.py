@@ -1,0 +1,112 @@
+"""The ``swarm`` CLI through click's runner, against the test Anvil, with a temporary home."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from node.chain.deployment import Deployment
+from node.cli import main
+from node.config import NodeConfig
+from tests.chain_fixtures import AnvilNode, ChainControl
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "volunteer-password"
+
+
+@pytest.fixture
+def home(tmp_path: Path, anvil: AnvilNode, deployment: Deployment, chain: ChainControl) -> Path:
+    """A volunteer's folder: node.toml pointing at the test chain, keystore and store inside it."""
+    deployment_file = deployment.save(tmp_path / "deployment.json")
+    (tmp_path / "node.toml").write_text(
+        f'[chain]\nrpc_url = "{anvil.url}"\ndeployment = "{deployment_file}"\n\n'
+        f'[identity]\nkeystore = "{tmp_path / "keystore.json"}"\npassword_env = "TEST_SWARM_PW"\n'
+    )
+    return tmp_path
+
+
+def swarm(home: Path, *args: str, password: str = PASSWORD) -> Result:
+    runner = CliRunner()
+    return runner.invoke(
+        main, ["--config", str(home / "node.toml"), *args], env={"TEST_SWARM_PW": password}
+    )
+
+
+def created_address(home: Path, chain: ChainControl) -> str:
+    result = swarm(home, "init")
+    assert result.exit_code == 0, result.output
+    address = re.search(r"address (0x[0-9a-fA-F]{40})", result.output).group(1)
+    chain.fund(address, 10**19)
+    return address
+
+
+def test_init_prints_the_address_never_the_key(home: Path, chain: ChainControl) -> None:
+    result = swarm(home, "init")
+    assert result.exit_code == 0, result.output
+    assert (home / "keystore.json").exists()
+    assert not re.search(r"[0-9a-f]{64}", result.output)  # no private key, in any form
+    again = swarm(home, "init")
+    assert again.exit_code == 1 and "already holds a keystore" in again.output
+
+
+def test_register_then_status(home: Path, chain: ChainControl) -> None:
+    address = created_address(home, chain)
+    result = swarm(home, "register", "--name", "alice", "--stake", "2")
+    assert result.exit_code == 0, result.output
+    assert "registered" in result.output and address in result.output
+    status = swarm(home, "status")
+    assert status.exit_code == 0, status.output
+    assert "status   active" in status.output and "stake    2 ETH" in status.output
+    assert "no publications yet" in status.output
+
+
+def test_volunteer_mistakes_are_one_line_errors(home: Path, chain: ChainControl) -> None:
+    created_address(home, chain)
+    low = swarm(home, "register", "--name", "alice", "--stake", "0.001")
+    assert low.exit_code == 1 and "below the minimum" in low.output
+    assert "Traceback" not in low.output
+    bad_amount = swarm(home, "register", "--name", "alice", "--stake", "lots")
+    assert bad_amount.exit_code == 2 and "--stake" in bad_amount.output
+    wrong = swarm(home, "status", password="not-the-password")  # status needs no password
+    assert wrong.exit_code == 0
+    wrong = swarm(home, "register", "--name", "a", "--stake", "1", password="not-the-password")
+    assert wrong.exit_code == 1 and "wrong password" in wrong.output
+
+
+def test_exit_and_withdraw_after_unbonding(
+    home: Path, chain: ChainControl, deployment: Deployment
+) -> None:
+    address = created_address(home, chain)
+    assert swarm(home, "register", "--name", "bob", "--stake", "2").exit_code == 0
+    exited = swarm(home, "exit")
+    assert exited.exit_code == 0 and "withdrawable" in exited.output
+    early = swarm(home, "withdraw")
+    assert early.exit_code == 1 and "unbond" in early.output.lower()
+    chain.increase_time(deployment.parameters.unbonding_period + 1)
+    before = chain.balance(address)
+    done = swarm(home, "withdraw")
+    assert done.exit_code == 0 and "withdrew 2 ETH" in done.output
+    assert chain.balance(address) > before + 199 * 10**16  # stake back, minus the fee
+
+
+def test_config_example_and_check(tmp_path: Path) -> None:
+    runner = CliRunner()
+    example = runner.invoke(main, ["config", "example"])
+    assert example.exit_code == 0 and "[sampling]" in example.output
+    path = tmp_path / "node.toml"
+    path.write_text(example.output)
+    assert runner.invoke(main, ["config", "check", str(path)]).exit_code == 0
+    path.write_text("[sampling]\ngroup_size = 1\n")
+    bad = runner.invoke(main, ["config", "check", str(path)])
+    assert bad.exit_code == 1 and "sampling.group_size" in bad.output
+    assert NodeConfig().sampling.group_size == 8
+
+
+def test_missing_deployment_file_says_what_to_do(home: Path, chain: ChainControl) -> None:
+    (home / "deployment.json").unlink()
+    result = swarm(home, "status", "--address", "0x" + "11" * 20)
+    assert result.exit_code == 1 and "swarm-deploy" in result.output
