@@ -1,0 +1,209 @@
+"""Many nodes, one base: a LoRA adapter and an AdamW optimizer per node over one frozen model.
+
+``AdapterPool(base)`` wraps ``base.model`` with peft on the first ``add`` (``get_peft_model``; the
+LoRA layers are injected into that model *in place*, so its weights are shared, never copied),
+then ``add_adapter`` for every further node. Exactly one adapter is active at a time:
+
+    pool = AdapterPool(load_base("smollm2-135m"))
+    pool.add("alice", LoraSettings(rank=16), seed=1)
+    pool.add("bob", seed=2)
+    with pool.activate("alice") as model:      # alice's adapter generates and trains
+        ...; pool.optimizer("alice").step()
+    with pool.reference() as model:            # the base alone (KL reference)
+        ...
+
+Only the active adapter's parameters require gradients; the base's never do. Each node's
+optimizer holds that node's adapter parameters only, in a fixed order (sorted by name) so its
+state can be checkpointed and restored. A new adapter starts as the base (LoRA's B is zero).
+Not thread-safe: activate adapters from one thread.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from transformers import PreTrainedModel
+
+from node.policy.model import BaseModel
+
+_ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """One node's LoRA adapter. Checkpoints store it and refuse to load into a different one."""
+
+    rank: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def __post_init__(self) -> None:
+        if self.rank < 1 or self.alpha <= 0:
+            raise ValueError(f"LoRA rank and alpha must be positive, got {self.rank}, {self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if not self.target_modules:
+            raise ValueError("LoRA needs at least one target module (e.g. q_proj)")
+        object.__setattr__(self, "target_modules", tuple(self.target_modules))
+
+    def to_peft(self) -> LoraConfig:
+        return LoraConfig(
+            r=self.rank,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=list(self.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "target_modules": list(self.target_modules)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> LoraSettings:
+        return cls(**{**data, "target_modules": tuple(data["target_modules"])})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """AdamW over one adapter. LoRA takes learning rates ~10x those of full fine-tuning."""
+
+    lr: float = 1e-4
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    eps: float = 1e-8
+
+
+class AdapterPool:
+    """N policies (one LoRA adapter + one optimizer each) over one frozen base model."""
+
+    def __init__(self, base: BaseModel) -> None:
+        self.base = base
+        self._model: PeftModel | None = None
+        self._lora: dict[str, LoraSettings] = {}
+        self._optimizers: dict[str, torch.optim.AdamW] = {}
+
+    @property
+    def model(self) -> PeftModel:
+        """The peft-wrapped base; its active adapter is the one last activated."""
+        if self._model is None:
+            raise KeyError("no adapter yet: call add(name) first")
+        return self._model
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._lora)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._lora
+
+    def add(
+        self,
+        name: str,
+        lora: LoraSettings = LoraSettings(),
+        optimizer: OptimizerSettings = OptimizerSettings(),
+        *,
+        seed: int | None = None,
+    ) -> None:
+        """Adds node ``name``'s adapter (initialised from ``seed``, else the global RNG) and its
+        optimizer. Leaves the active adapter as it was (the new one, for the first)."""
+        if not _ADAPTER_NAME.match(name):
+            raise ValueError(f"adapter name {name!r}: use 1-64 letters, digits, '_' or '-'")
+        if name in self._lora:
+            raise ValueError(f"adapter {name!r} already exists")
+        with (
+            torch.random.fork_rng(devices=[], enabled=seed is not None),
+            warnings.catch_warnings(),
+        ):
+            # peft 0.21 asks transformers 5.x a deprecated question; nothing for a user to do
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated")
+            if seed is not None:
+                torch.manual_seed(seed)
+            if self._model is None:
+                self._model = get_peft_model(self.base.model, lora.to_peft(), adapter_name=name)
+            else:
+                self._model.add_adapter(name, lora.to_peft())
+        self._lora[name] = lora
+        params = list(self.adapter_parameters(name).values())
+        self._optimizers[name] = torch.optim.AdamW(
+            params,
+            lr=optimizer.lr,
+            betas=optimizer.betas,
+            weight_decay=optimizer.weight_decay,
+            eps=optimizer.eps,
+        )
+
+    @contextmanager
+    def activate(self, name: str) -> Iterator[PeftModel]:
+        """Makes ``name``'s adapter the active (and only trainable) one; restores the previous."""
+        self._require(name)
+        previous = self.model.active_adapter
+        self.model.set_adapter(name)
+        try:
+            yield self.model
+        finally:
+            self.model.set_adapter(previous)
+
+    @contextmanager
+    def reference(self) -> Iterator[PreTrainedModel]:
+        """The base model without any adapter, e.g. for a KL reference's log-probs."""
+        if self._model is None:
+            yield self.base.model
+            return
+        with self._model.disable_adapter():
+            yield self._model
+
+    def optimizer(self, name: str) -> torch.optim.AdamW:
+        self._require(name)
+        return self._optimizers[name]
+
+    def lora_settings(self, name: str) -> LoraSettings:
+        self._require(name)
+        return self._lora[name]
+
+    def adapter_parameters(self, name: str) -> dict[str, torch.nn.Parameter]:
+        """``name``'s LoRA parameters, sorted, keyed as peft saves them (adapter name removed),
+        e.g. ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``."""
+        self._require(name)
+        marker = f".{name}."
+        found = {
+            key.replace(marker, ".", 1): param
+            for key, param in self.model.named_parameters()
+            if "lora_" in key and marker in key
+        }
+        return dict(sorted(found.items()))
+
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        """A detached copy of ``name``'s adapter weights (what a checkpoint stores)."""
+        return {k: p.detach().clone() for k, p in self.adapter_parameters(name).items()}
+
+    def load_adapter_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        """Copies ``state`` into ``name``'s adapter. Raises ``ValueError`` naming the first key
+        that is missing, unexpected or of another shape (then nothing is changed)."""
+        params = self.adapter_parameters(name)
+        missing, unexpected = sorted(set(params) - set(state)), sorted(set(state) - set(params))
+        if missing or unexpected:
+            raise ValueError(
+                f"adapter {name!r}: {len(missing)} weights missing (first: {missing[:1]}), "
+                f"{len(unexpected)} unexpected (first: {unexpected[:1]})"
+            )
+        for key, param in params.items():
+            if tuple(state[key].shape) != tuple(param.shape):
+                raise ValueError(
+                    f"adapter {name!r}: {key} has shape {tuple(state[key].shape)}, "
+                    f"the model expects {tuple(param.shape)}"
+                )
+        with torch.no_grad():
+            for key, param in params.items():
+                param.copy_(state[key])
+
+    def _require(self, name: str) -> None:
+        if name not in self._lora:
+            raise KeyError(f"no adapter {name!r} (have: {', '.join(self._lora) or 'none'})")
