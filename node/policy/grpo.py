@@ -36,15 +36,18 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedTokenizerBase
+
+from node.policy.adapters import OptimizerSettings
+from node.policy.model import encode_prompts
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +59,6 @@ class GRPOConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    learning_rate: float = Field(
-        2e-5, gt=0, description="AdamW learning rate (used when the trainer builds the optimizer)."
-    )
-    weight_decay: float = Field(
-        0.0, ge=0, description="AdamW weight decay (used when the trainer builds the optimizer)."
-    )
     epsilon_low: float = Field(
         0.2, gt=0, lt=1, description="Lower clip range: the ratio is clipped at 1 - epsilon_low."
     )
@@ -155,11 +152,10 @@ class TokenizedCompletion:
 def prompt_token_ids(
     prompt: ChatMessages | list[int], tokenizer: PreTrainedTokenizerBase
 ) -> list[int]:
-    """Token ids of the prompt, ending with the chat template's assistant header."""
+    """Token ids of the prompt, ending where the answer begins (as ``generate`` encodes it)."""
     if isinstance(prompt[0], int):
         return list(prompt)  # type: ignore[arg-type]
-    text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    return encode_prompts(tokenizer, [prompt])[0]  # type: ignore[list-item]
 
 
 def completion_token_ids(
@@ -300,20 +296,6 @@ def k3_kl(logp: Tensor, ref_logp: Tensor) -> Tensor:
 # ---------------------------------------------------------------- the update
 
 
-@contextmanager
-def adapter_disabled(model: nn.Module) -> Iterator[None]:
-    """The base model's behaviour: a peft model's ``disable_adapter`` or transformers' own."""
-    if hasattr(model, "disable_adapter"):  # peft.PeftModel
-        with model.disable_adapter():
-            yield
-        return
-    model.disable_adapters()  # a transformers model given an adapter by add_adapter
-    try:
-        yield
-    finally:
-        model.enable_adapters()
-
-
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters with gradients on: the active LoRA adapter (the base is frozen)."""
     return [p for p in model.parameters() if p.requires_grad]
@@ -331,11 +313,16 @@ class _Pass:
 
 
 class GRPOTrainer:
-    """One node's GRPO update on its LoRA adapter: ``step(groups) -> StepMetrics``."""
+    """One node's GRPO update on its LoRA adapter: ``step(groups) -> StepMetrics``.
+
+    ``model`` is a peft model whose active adapter is the node's (``AdapterPool.activate``);
+    ``optimizer`` holds that adapter's parameters (``AdapterPool.optimizer``), or is built as
+    AdamW with ``OptimizerSettings()`` over the model's trainable parameters.
+    """
 
     def __init__(
         self,
-        model: nn.Module,
+        model: PeftModel,
         tokenizer: PreTrainedTokenizerBase,
         config: GRPOConfig | None = None,
         optimizer: torch.optim.Optimizer | None = None,
@@ -348,9 +335,16 @@ class GRPOTrainer:
             raise ValueError(
                 "the model has no trainable parameters: add and activate a LoRA adapter"
             )
-        self.optimizer = optimizer or torch.optim.AdamW(
-            params, lr=self.config.learning_rate, weight_decay=self.config.weight_decay
-        )
+        if optimizer is None:
+            settings = OptimizerSettings()
+            optimizer = torch.optim.AdamW(
+                params,
+                lr=settings.lr,
+                betas=settings.betas,
+                weight_decay=settings.weight_decay,
+                eps=settings.eps,
+            )
+        self.optimizer = optimizer
 
     def step(self, groups: Sequence[ScoredGroup]) -> StepMetrics:
         """One update (``num_iterations`` optimizer steps) on the given groups."""
@@ -391,7 +385,7 @@ class GRPOTrainer:
             old_logps = [self._logprobs(b) for b in batches] if cfg.num_iterations > 1 else None
             ref_logps = None
             if cfg.beta > 0:
-                with adapter_disabled(self.model):
+                with self.model.disable_adapter():  # the base model, no second copy
                     ref_logps = [self._logprobs(b) for b in batches]
 
         # --- iterations: accumulate micro-batch gradients, clip, step

@@ -7,8 +7,9 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
+pytest.importorskip("peft")
 
+from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings  # noqa: E402
 from node.policy.grpo import (  # noqa: E402
     GRPOConfig,
     GRPOTrainer,
@@ -17,8 +18,9 @@ from node.policy.grpo import (  # noqa: E402
     collate,
     completion_logprobs,
     prompt_token_ids,
+    trainable_parameters,
 )
-from node.policy.model import tiny_model  # noqa: E402
+from node.policy.model import BaseModel, tiny_model  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is 2 + 2? Answer in <answer></answer> tags."}]
 ANSWERS = ["<answer>4</answer>", "<answer>5</answer>", "4", "I do not know, sorry.", "", "22"]
@@ -26,14 +28,26 @@ REWARDS = [1.0, 0.0, 0.5, 0.0, 0.0, 0.0]
 
 
 @pytest.fixture
-def policy(tokenizer):  # type: ignore[no-untyped-def]
-    """A fresh tiny Llama with one LoRA adapter (r 8, attention projections), base frozen."""
-    base = tiny_model(tokenizer, seed=0).requires_grad_(False)
-    config = peft.LoraConfig(
-        r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]
-    )
-    torch.manual_seed(0)
-    return peft.get_peft_model(base, config)
+def pool(tokenizer) -> AdapterPool:  # type: ignore[no-untyped-def]
+    """Two nodes' LoRA adapters (r 8, attention projections) over a fresh frozen tiny Llama."""
+    model = tiny_model(tokenizer, seed=0).eval().requires_grad_(False)
+    pool = AdapterPool(BaseModel(name="tiny", model=model, tokenizer=tokenizer))
+    lora = LoraSettings(rank=8, alpha=16)
+    pool.add("alice", lora, OptimizerSettings(lr=1e-3), seed=1)
+    pool.add("bob", lora, seed=2)
+    return pool
+
+
+@pytest.fixture
+def policy(pool: AdapterPool):  # type: ignore[no-untyped-def]
+    """The peft model with alice's adapter active (the only trainable parameters)."""
+    with pool.activate("alice") as model:
+        yield model
+
+
+def make_trainer(policy, tokenizer, lr: float = 1e-3, **config) -> GRPOTrainer:  # type: ignore[no-untyped-def]
+    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=lr)
+    return GRPOTrainer(policy, tokenizer, GRPOConfig(**config), optimizer)
 
 
 def groups() -> list[ScoredGroup]:
@@ -52,28 +66,28 @@ def moved(before: dict[str, torch.Tensor], model: torch.nn.Module) -> set[str]:
     return {n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())}
 
 
-def test_every_lora_parameter_moves_and_no_base_parameter(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    trainer = GRPOTrainer(policy, tokenizer, GRPOConfig(learning_rate=1e-3))
+def test_every_lora_parameter_moves_and_nothing_else(pool, policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    trainer = GRPOTrainer(policy, tokenizer, optimizer=pool.optimizer("alice"))
     before = snapshot(policy)
-    lora = {n for n, _ in policy.named_parameters() if "lora_" in n}
+    lora = {n for n, _ in policy.named_parameters() if ".alice." in n}
     assert len(lora) == 2 * 4 * 2  # (A, B) x 4 projections x 2 layers
 
     first = trainer.step(groups())
     # LoRA's B starts at zero, so A has no gradient in the first step: only B moves.
     assert moved(before, policy) == {n for n in lora if "lora_B" in n}
     second = trainer.step(groups())
-    assert moved(before, policy) == lora
+    assert moved(before, policy) == lora  # neither the base nor bob's adapter moved
     for metrics in (first, second):
         assert not metrics.skipped and math.isfinite(metrics.loss) and metrics.grad_norm > 0
         assert metrics.num_groups == 2 and metrics.num_sequences == 9
 
 
 def test_micro_batches_do_not_change_loss_or_gradients(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    GRPOTrainer(policy, tokenizer, GRPOConfig(learning_rate=1e-2)).step(groups())  # B != 0
+    make_trainer(policy, tokenizer, lr=1e-2).step(groups())  # B != 0
     results = []
     for micro_batch_size in (9, 4, 1):
         config = GRPOConfig(micro_batch_size=micro_batch_size, beta=0.1, max_grad_norm=1e9)
-        frozen = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=0.0)
+        frozen = torch.optim.SGD(trainable_parameters(policy), lr=0.0)
         metrics = GRPOTrainer(policy, tokenizer, config, optimizer=frozen).step(groups())
         grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.requires_grad}
         results.append((metrics, grads))
@@ -88,7 +102,7 @@ def test_micro_batches_do_not_change_loss_or_gradients(policy, tokenizer) -> Non
 
 
 def test_all_equal_rewards_make_no_update(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    trainer = GRPOTrainer(policy, tokenizer, GRPOConfig(learning_rate=1e-2))
+    trainer = GRPOTrainer(policy, tokenizer)
     before = snapshot(policy)
     flat = [
         ScoredGroup(QUESTION, ANSWERS[:3], [1.0, 1.0, 1.0]),
@@ -105,25 +119,22 @@ def test_all_equal_rewards_make_no_update(policy, tokenizer) -> None:  # type: i
 
 
 def test_groups_without_signal_are_dropped_from_a_mixed_batch(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    trainer = GRPOTrainer(policy, tokenizer)
     mixed = [*groups(), ScoredGroup(QUESTION, ["a", "b"], [0.3, 0.3]), ScoredGroup([5], ["a"], [1])]
-    metrics = trainer.step(mixed)
+    metrics = make_trainer(policy, tokenizer).step(mixed)
     assert metrics.num_groups == 2 and metrics.num_sequences == 9 and not metrics.skipped
 
 
 def test_empty_and_overlong_completions(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    config = GRPOConfig(max_completion_tokens=16)
-    trainer = GRPOTrainer(policy, tokenizer, config)
     four = len(tokenizer("4", add_special_tokens=False)["input_ids"])
     group = ScoredGroup(QUESTION, ["", "4", "four " * 200], [1.0, 0.0, 0.5])
-    metrics = trainer.step([group])
+    metrics = make_trainer(policy, tokenizer, max_completion_tokens=16).step([group])
     # empty: one end-of-turn token; "4": its tokens + end of turn; the long one: cut at 16
     assert metrics.num_tokens == 1 + (four + 1) + 16
     assert not metrics.skipped and math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm)
 
 
 def test_prompt_as_token_ids_equals_prompt_as_messages(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    frozen = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=0.0)
+    frozen = torch.optim.SGD(trainable_parameters(policy), lr=0.0)
     trainer = GRPOTrainer(policy, tokenizer, optimizer=frozen)
     ids = prompt_token_ids(QUESTION, tokenizer)
     as_messages = trainer.step([ScoredGroup(QUESTION, ANSWERS, REWARDS)])
@@ -145,25 +156,25 @@ def test_padding_does_not_change_logprobs(policy, tokenizer) -> None:  # type: i
 
 
 def test_second_iteration_clips_with_a_large_learning_rate(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    one = GRPOTrainer(policy, tokenizer, GRPOConfig(learning_rate=0.05))
+    one = make_trainer(policy, tokenizer, lr=0.05)
     assert one.step(groups()).clip_fraction == 0.0  # ratio is exactly 1 with one iteration
-    two = GRPOTrainer(policy, tokenizer, GRPOConfig(learning_rate=0.05, num_iterations=2))
+    two = make_trainer(policy, tokenizer, lr=0.05, num_iterations=2)
     metrics = two.step(groups())
     assert metrics.clip_fraction > 0 and not metrics.skipped
 
 
 def test_kl_is_zero_before_training_and_positive_after(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    trainer = GRPOTrainer(policy, tokenizer, GRPOConfig(beta=0.1, learning_rate=1e-2))
-    first = trainer.step(groups())  # measured before the update: the adapter is still zero
+    kl_trainer = make_trainer(policy, tokenizer, lr=1e-2, beta=0.1)
+    first = kl_trainer.step(groups())  # measured before the update: the adapter is still zero
     assert first.kl == 0.0
-    second = trainer.step(groups())
+    second = kl_trainer.step(groups())
     assert second.kl is not None and second.kl > 0
     assert GRPOTrainer(policy, tokenizer).step(groups()).kl is None  # beta 0: not computed
 
 
 def test_step_restores_the_training_mode(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
     policy.eval()
-    GRPOTrainer(policy, tokenizer).step(groups())
+    make_trainer(policy, tokenizer).step(groups())
     assert not policy.training
 
 
