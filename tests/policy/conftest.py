@@ -6,6 +6,7 @@ folder while the model loads (so the tokenizer comes from the shipped GGUF, ~3 s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from node.policy.model import BaseModel, load_base  # noqa: E402
+
+# One thread unless told (OMP_NUM_THREADS). The tiny model's ops are too small to gain from two,
+# and on a 2-core VM where another process keeps one core busy, torch's unbound OpenMP threads
+# make every op above its grain size wait ~8 ms: the policy tests took 169 s instead of 12 s.
+if "OMP_NUM_THREADS" not in os.environ:
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
