@@ -7,14 +7,19 @@ SmolLM2-135M. Measured in one run, same prompts and settings:
 
 - loop:     ``model.generate(num_return_sequences=G)`` once per prompt (HF repeats the prompt G
             times and prefills every copy);
-- hf-batch: one ``model.generate(num_return_sequences=G)`` over all prompts, left-padded;
+- hf-batch: one ``model.generate(num_return_sequences=G)`` over all prompts, left-padded
+            (only with ``--hf-batch``: it adds ~50 s);
 - batched:  ``node.policy.generation.generate`` (prompt prefilled once, KV cache shared by its G
             completions, finished sequences dropped from the batch).
 
 Tokens are the generated ones up to and including the stop token. Prints seconds and tokens/s for
 each, and the ratios. ``--fixed-length`` ignores stop tokens so every path decodes exactly
 ``--new-tokens`` per sequence (pure decode speed, no luck in answer lengths).
+
+On a 2-core VM whose other core is busy, torch's two OpenMP threads make small ops wait for the
+scheduler (~8 ms each): pass ``--threads 1`` (or set ``OMP_PROC_BIND=true``) there.
 Usage: .venv/bin/python scripts/bench_generation.py [--prompts 8] [--group 8] [--new-tokens 64]
+       [--fixed-length] [--hf-batch] [--threads N]
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--fixed-length", action="store_true")
-    parser.add_argument("--skip-hf-batch", action="store_true")
+    parser.add_argument("--hf-batch", action="store_true", help="also time batched generate")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     args = parser.parse_args()
     if args.threads:
@@ -124,7 +129,7 @@ def main() -> None:
 
     hf_generate(model, tokenizer, prompts[:1], 2, 4, stops)  # warm up
     loop_s, loop_n = timed("loop", loop)
-    if not args.skip_hf_batch:
+    if args.hf_batch:
         hf_s, hf_n = timed(
             "hf-batch",
             lambda: hf_generate(model, tokenizer, prompts, args.group, args.new_tokens, stops),
@@ -134,7 +139,7 @@ def main() -> None:
         f"batched / loop:     {(ours_n / ours_s) / (loop_n / loop_s):.2f}x tokens/s, "
         f"{loop_s / ours_s:.2f}x less time"
     )
-    if not args.skip_hf_batch:
+    if args.hf_batch:
         print(
             f"batched / hf-batch: {(ours_n / ours_s) / (hf_n / hf_s):.2f}x tokens/s, "
             f"{hf_s / ours_s:.2f}x less time"
