@@ -27,7 +27,9 @@ The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
 
 Log-probs of the chosen tokens are computed from the last hidden states in chunks of rows
 (``logsumexp`` minus the chosen logit), each chunk recomputed in the backward pass, so the
-full-vocabulary logits of the batch never exist at once.
+full-vocabulary logits of the batch never exist at once. This assumes the logits are the output
+layer applied to the last hidden state, as in Llama, Qwen, Mistral and SmolLM; models that
+soft-cap or rescale logits (Gemma 2+, Cohere) are refused.
 """
 
 from __future__ import annotations
@@ -47,11 +49,9 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedTokenizerBase
 
 from node.policy.adapters import OptimizerSettings
-from node.policy.model import encode_prompts
+from node.policy.model import Message, encode_prompts
 
 log = logging.getLogger(__name__)
-
-ChatMessages = list[dict[str, str]]
 
 
 class GRPOConfig(BaseModel):
@@ -78,7 +78,11 @@ class GRPOConfig(BaseModel):
         1e-4, gt=0, description="Added to the group's reward std before dividing by it."
     )
     max_completion_tokens: int = Field(
-        256, ge=1, description="Completions are re-tokenised and cut to this many tokens."
+        256,
+        ge=1,
+        description="Completions are re-tokenised and cut to this many tokens (then no "
+        "end-of-turn is added). Set it to the sampler's max_new_tokens, so an answer the sampler "
+        "cut is not taught to end there.",
     )
     micro_batch_size: int = Field(
         8, ge=1, description="Sequences per forward/backward pass (gradients are accumulated)."
@@ -96,7 +100,9 @@ class GRPOConfig(BaseModel):
 class ScoredGroup:
     """One prompt with its completions and their rewards (a local or a peer's group)."""
 
-    prompt: ChatMessages | list[int]  # chat messages, or prompt token ids of this node's tokenizer
+    prompt: (
+        Sequence[Message] | list[int]
+    )  # chat messages, or prompt token ids of this node's tokenizer
     completions: list[str]
     rewards: list[float]
 
@@ -150,7 +156,7 @@ class TokenizedCompletion:
 
 
 def prompt_token_ids(
-    prompt: ChatMessages | list[int], tokenizer: PreTrainedTokenizerBase
+    prompt: Sequence[Message] | list[int], tokenizer: PreTrainedTokenizerBase
 ) -> list[int]:
     """Token ids of the prompt, ending where the answer begins (as ``generate`` encodes it)."""
     if isinstance(prompt[0], int):
@@ -161,7 +167,8 @@ def prompt_token_ids(
 def completion_token_ids(
     text: str, tokenizer: PreTrainedTokenizerBase, max_tokens: int
 ) -> list[int]:
-    """The completion's tokens then end-of-turn; a completion over ``max_tokens`` is cut (no end)."""
+    """The completion's tokens then end-of-turn (EOS); one of ``max_tokens`` or more is cut to
+    ``max_tokens`` with no end-of-turn (it did not end)."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) >= max_tokens:
         return ids[:max_tokens]
@@ -296,6 +303,17 @@ def k3_kl(logp: Tensor, ref_logp: Tensor) -> Tensor:
 # ---------------------------------------------------------------- the update
 
 
+def _check_logits_are_plain(model: nn.Module) -> None:
+    """Chunked log-probs apply the output layer alone: refuse models that post-process logits."""
+    config = model.config
+    for name in ("final_logit_softcapping", "logit_scale"):
+        if getattr(config, name, None) not in (None, 1.0):
+            raise ValueError(
+                f"{type(model).__name__} post-processes its logits ({name}); "
+                "node.policy.grpo supports models whose logits are the output layer's"
+            )
+
+
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters with gradients on: the active LoRA adapter (the base is frozen)."""
     return [p for p in model.parameters() if p.requires_grad]
@@ -330,6 +348,7 @@ class GRPOTrainer:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config or GRPOConfig()
+        _check_logits_are_plain(model)
         params = trainable_parameters(model)
         if not params:
             raise ValueError(

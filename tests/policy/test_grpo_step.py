@@ -182,3 +182,9 @@ def test_a_model_without_an_adapter_is_refused(tokenizer) -> None:  # type: igno
     frozen = tiny_model(tokenizer).requires_grad_(False)
     with pytest.raises(ValueError, match="LoRA adapter"):
         GRPOTrainer(frozen, tokenizer)
+
+
+def test_a_model_that_post_processes_logits_is_refused(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    policy.config.final_logit_softcapping = 30.0  # as Gemma 2 does: chunked log-probs would miss it
+    with pytest.raises(ValueError, match="final_logit_softcapping"):
+        make_trainer(policy, tokenizer)

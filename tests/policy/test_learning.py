@@ -1,9 +1,10 @@
 """GRPO learns: a tiny model's mean reward on a trivially verifiable task rises above its start.
 
 The task: for each of two prompts, reward 1 when the completion starts with one given word (the
-word the untrained model already says first most often, ~5-30% of samples), else 0. Each step
-samples 16 completions of 4 tokens per prompt with the node's own sampler, scores them, and makes
-one GRPO update on the two groups.
+one the untrained model says first most often, among those it says at most a quarter of the
+time), else 0. Each step samples 16 completions of 4 tokens per prompt with the node's own
+sampler, scores them, and makes one GRPO update on the two groups. The mean reward of 64 fresh
+samples per prompt is measured before and after 20 steps.
 
 The model is a two-layer random Llama like ``tiny_model``, but with untied output embeddings
 scaled up so its next-token distribution is peaked like a trained model's. ``tiny_model``'s
@@ -62,12 +63,14 @@ def peaked_tiny_model(tokenizer, seed: int) -> LlamaForCausalLM:  # type: ignore
 
 
 def first_word(model, tokenizer) -> str:  # type: ignore[no-untyped-def]
-    """The first token ``model`` most likely says over both prompts: the word the reward asks for."""
+    """The word the reward asks for: the first token ``model`` most likely says over both prompts,
+    among those it says at most a quarter of the time (so there is room to learn)."""
     probs = 0
     with torch.no_grad():
         for ids in encode_prompts(tokenizer, PROMPTS):
             probs = probs + model(torch.tensor([ids])).logits[0, -1].softmax(-1)  # (V,)
-    return tokenizer.decode([int(probs.argmax())])
+    probs = probs / len(PROMPTS)
+    return tokenizer.decode([int(probs.masked_fill(probs > 0.25, 0).argmax())])
 
 
 def rewards(texts: list[str], target: str) -> list[float]:
