@@ -1,6 +1,6 @@
 """GRPO learns: a tiny model's mean reward on a trivially verifiable task rises above its start.
 
-The task: for each of two prompts, reward 1 when the completion starts with one given word (the
+The task: for each of two prompts, reward 1 when the completion's first word is a given word (the
 one the untrained model says first most often, among those it says at most a quarter of the
 time), else 0. Each step samples 16 completions of 4 tokens per prompt with the node's own
 sampler, scores them, and makes one GRPO update on the two groups. The mean reward of 64 fresh
@@ -15,6 +15,7 @@ there is nothing for GRPO to reinforce.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -35,9 +36,15 @@ PROMPTS = [
 ]
 STEPS = 20
 LEARNING_RATE = 3e-3
+EVAL_SEED = 100_000  # + the test's seed: the same fresh samples before and after training
 COMPLETIONS = 16
 SAMPLING = SamplingConfig(max_new_tokens=4, temperature=1.0)
 LORA = LoraSettings(rank=8, alpha=16)  # attention projections
+# A space and a word, as the tokenizer splits text before BPE: a whole word is its own piece, so a
+# completion that starts with the target word starts with the target token after re-tokenisation.
+# (The leading space matters: a policy that learns to say "MSE" first soon says "MSEMSE...", whose
+# first word is no longer "MSE", and with all rewards 0 nothing is left to learn from.)
+FIRST_WORD = re.compile(r" [A-Za-z]+")
 
 
 def peaked_tiny_model(tokenizer, seed: int) -> LlamaForCausalLM:  # type: ignore[no-untyped-def]
@@ -62,19 +69,24 @@ def peaked_tiny_model(tokenizer, seed: int) -> LlamaForCausalLM:  # type: ignore
     return model
 
 
-def first_word(model, tokenizer) -> str:  # type: ignore[no-untyped-def]
-    """The word the reward asks for: the first token ``model`` most likely says over both prompts,
-    among those it says at most a quarter of the time (so there is room to learn)."""
+def target_word(model, tokenizer) -> str:  # type: ignore[no-untyped-def]
+    """The word the reward asks for: among tokens that are a space and a word, the one ``model``
+    most likely says first over both prompts, if it says it at most a quarter of the time."""
     probs = 0
     with torch.no_grad():
         for ids in encode_prompts(tokenizer, PROMPTS):
             probs = probs + model(torch.tensor([ids])).logits[0, -1].softmax(-1)  # (V,)
     probs = probs / len(PROMPTS)
-    return tokenizer.decode([int(probs.masked_fill(probs > 0.25, 0).argmax())])
+    for token in probs.argsort(descending=True).tolist():
+        word = tokenizer.decode([token])
+        if FIRST_WORD.fullmatch(word) and probs[token] <= 0.25:
+            return word
+    raise AssertionError("no word token")  # pragma: no cover
 
 
 def rewards(texts: list[str], target: str) -> list[float]:
-    return [1.0 if text.startswith(target) else 0.0 for text in texts]
+    """1 when the text's first word is ``target``: " cat food" scores for " cat", " cats" not."""
+    return [1.0 if (m := FIRST_WORD.match(text)) and m.group() == target else 0.0 for text in texts]
 
 
 def mean_reward(policy, tokenizer, target: str, seed: int) -> float:  # type: ignore[no-untyped-def]
@@ -93,9 +105,10 @@ def train(tokenizer, seed: int) -> tuple[float, float, list[float]]:  # type: ig
 
 
 def train_policy(policy, optimizer, tokenizer, seed: int) -> tuple[float, float, list[float]]:  # type: ignore[no-untyped-def]
-    target = first_word(policy, tokenizer)
-    before = mean_reward(policy, tokenizer, target, seed=-1 - seed)
-    trainer = GRPOTrainer(policy, tokenizer, GRPOConfig(), optimizer)
+    target = target_word(policy, tokenizer)
+    before = mean_reward(policy, tokenizer, target, seed=EVAL_SEED + seed)
+    config = GRPOConfig(max_completion_tokens=SAMPLING.max_new_tokens)  # cut answers stay cut
+    trainer = GRPOTrainer(policy, tokenizer, config, optimizer)
     history = []
     for step in range(STEPS):
         samples = generate(
@@ -115,7 +128,7 @@ def train_policy(policy, optimizer, tokenizer, seed: int) -> tuple[float, float,
             for prompt, completions in zip(PROMPTS, samples, strict=True)
         ]
         history.append(trainer.step(groups).mean_reward)
-    after = mean_reward(policy, tokenizer, target, seed=-1 - seed)
+    after = mean_reward(policy, tokenizer, target, seed=EVAL_SEED + seed)
     return before, after, history
 
 
