@@ -3,7 +3,7 @@
 The ``Field(description=...)`` texts are the only help there is: ``example_toml()`` renders them
 as the comments of a complete default file (``swarm config example``), and the CLI reads this
 model. Sections: ``[chain]``, ``[identity]``, ``[storage]``, ``[tasks]``, ``[sampling]``,
-``[model]``. Cross-field rules live in validators whose messages say what to set instead.
+``[model]``, ``[generation]``, ``[training]``, ``[round]``. Cross-field rules live in validators whose messages say what to set instead.
 """
 
 from __future__ import annotations
@@ -66,6 +66,13 @@ class TaskSettings(_Section):
         "smol-easy",
         description="Task preset (smol-easy for the shipped model, paper for strong ones).",
     )
+    tasks_per_round: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Tasks answered (groups published) per round: the first N of the preset's; "
+        "empty = all of them.",
+    )
 
 
 class SamplingSettings(_Section):
@@ -99,8 +106,53 @@ class ModelSettings(_Section):
     )
 
 
+class GenerationSettings(_Section):
+    max_new_tokens: int = Field(
+        48, ge=1, le=2048, description="Longest completion, in tokens (answers here are short)."
+    )
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling: keep this much mass.")
+
+
+class TrainingSettings(_Section):
+    learning_rate: float = Field(1e-4, gt=0, description="AdamW learning rate of the LoRA adapter.")
+    lora_rank: int = Field(16, ge=1, le=256, description="LoRA rank (r).")
+    lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
+    beta: float = Field(0.0, ge=0, description="KL penalty weight against the base; 0 = none.")
+    micro_batch_size: int = Field(
+        8, ge=1, description="Sequences per forward/backward pass (lower it to save memory)."
+    )
+    seed: int = Field(
+        0, ge=0, description="Seeds the adapter's initialisation, sampling and group selection."
+    )
+    torch_threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads for torch; empty = torch's default (all cores).",
+    )
+
+
+class RoundSettings(_Section):
+    collect_fraction: float = Field(
+        0.6,
+        gt=0,
+        le=1,
+        description="Wait for peers' batches until this share of the round has passed "
+        "(or until every active peer has published).",
+    )
+    poll_interval: float = Field(
+        2.0, gt=0, description="Seconds between chain polls while waiting."
+    )
+    settle_disputes: bool = Field(
+        True, description="Settle the disputes this node flagged once their window closes."
+    )
+    max_rounds: int | None = Field(
+        None, ge=1, description="Stop after this many rounds; empty = run until Ctrl-C."
+    )
+
+
 class NodeConfig(_Section):
-    """Everything ``swarm run`` needs (the policy's training settings come with the GRPO trainer)."""
+    """Everything ``swarm run`` needs."""
 
     chain: ChainSettings = Field(default_factory=ChainSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
@@ -108,6 +160,9 @@ class NodeConfig(_Section):
     tasks: TaskSettings = Field(default_factory=TaskSettings)
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
+    round: RoundSettings = Field(default_factory=RoundSettings)
 
 
 def load_config(path: Path) -> NodeConfig:

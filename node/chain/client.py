@@ -121,6 +121,20 @@ class CoordinatorClient:
     def block_number(self) -> int:
         return int(self._rpc(lambda: self.w3.eth.block_number, "reading the block number"))
 
+    def block_hash(self, number: int) -> str | None:
+        """``0x``-hex hash of block ``number``; None when the chain has no such block (yet)."""
+
+        def read() -> str | None:
+            if number > self.w3.eth.block_number:
+                return None
+            return "0x" + bytes(self.w3.eth.get_block(number)["hash"]).hex()
+
+        return self._rpc(read, f"reading block {number}")  # type: ignore[no-any-return]
+
+    def has_code(self) -> bool:
+        """Whether a contract lives at the coordinator's address."""
+        return bool(self._rpc(lambda: self.w3.eth.get_code(self.address), "reading contract code"))
+
     def sign_publish(
         self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
     ) -> bytes:

@@ -17,7 +17,8 @@ from node.chain.deployment import Deployment
 from node.chain.eip712 import PUBLISH_TYPEHASH, Domain
 from node.chain.errors import DeploymentFileError
 from node.chain.rounds import round_seed
-from tests.chain_fixtures import DEV_KEYS, TEST_CONFIG, free_port
+from node.local.anvil import DEV_KEYS, free_port
+from tests.chain_fixtures import TEST_CONFIG
 
 KEY = DEV_KEYS[9]
 

@@ -20,7 +20,7 @@ from node.chain.reverts import SwarmCoordinatorAlreadyPublished, SwarmCoordinato
 from node.chain.rpc import RetryPolicy, connect
 from node.chain.transactions import TransactionSender
 from tests.chain.helpers import ETHER, FlakyProxy, digest_of, register_all
-from tests.chain_fixtures import free_port
+from node.local.anvil import free_port
 
 pytestmark = pytest.mark.integration
 

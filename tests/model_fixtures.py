@@ -1,4 +1,4 @@
-"""Policy test fixtures: one tiny random model (with the shipped tokenizer), built once per session.
+"""Model fixtures: one tiny random model (with the shipped tokenizer), built once per session.
 
 Nothing is read from or written to the user's cache: ``SWARM_CACHE_DIR`` points at a temporary
 folder while the model loads (so the tokenizer comes from the shipped GGUF, ~3 s).
@@ -11,14 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from node.policy.model import BaseModel, load_base  # noqa: E402
+from node.policy.model import BaseModel, load_base
 
 # One thread unless told (OMP_NUM_THREADS). The tiny model's ops are too small to gain from two,
 # and on a 2-core VM where another process keeps one core busy, torch's unbound OpenMP threads
 # make every op above its grain size wait ~8 ms: the policy tests took 169 s instead of 12 s.
+# (Set here, for every test in the process: the node and integration tests run the same model.)
 if "OMP_NUM_THREADS" not in os.environ:
     torch.set_num_threads(1)
 

@@ -1,0 +1,1 @@
+"""The local swarm: a dev chain, keystores, nodes and the indexer on one machine (``swarm local up``)."""

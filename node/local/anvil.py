@@ -1,0 +1,122 @@
+"""Starting and stopping a local Anvil chain (the dev chain of the demo and of the tests)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from node.chain.abi import REPO_ROOT
+
+BIN_DIR = REPO_ROOT / "node_modules" / ".bin"
+CHAIN_ID = 31337
+#: Anvil's published dev keys (mnemonic "test test ... junk"); never use them anywhere real.
+DEV_KEYS = (
+    "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+    "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
+    "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
+    "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
+    "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
+)
+
+
+class AnvilError(RuntimeError):
+    """Anvil is missing or did not start."""
+
+
+@dataclass
+class AnvilNode:
+    """A running Anvil process."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def anvil_binary() -> str:
+    """Path of the anvil executable ($ANVIL, node_modules/.bin/anvil, or on PATH)."""
+    candidate = os.environ.get("ANVIL") or (
+        str(BIN_DIR / "anvil") if (BIN_DIR / "anvil").exists() else None
+    )
+    candidate = candidate or shutil.which("anvil")
+    if candidate is None:
+        raise AnvilError("anvil not found (expected node_modules/.bin/anvil): run scripts/bootstrap")
+    return candidate
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_anvil(
+    log_path: Path,
+    *,
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+    startup_timeout: float = 20.0,
+) -> AnvilNode:
+    """Starts Anvil (on a free port unless given), logging to ``log_path``; returns once it answers."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    command = [
+        anvil_binary(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chain-id",
+        str(CHAIN_ID),
+        "--accounts",
+        str(len(DEV_KEYS)),
+        "--balance",
+        "10000",
+        *extra_args,
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    node = AnvilNode(process=process, port=port, log_path=log_path)
+    deadline = time.monotonic() + startup_timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            requests.post(
+                node.url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1
+            )
+            return node
+        except requests.RequestException:
+            time.sleep(0.05)
+    node.stop()
+    raise AnvilError(f"anvil did not start on port {port} (log {log_path}):\n{node.log_tail()}")

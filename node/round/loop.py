@@ -1,0 +1,142 @@
+"""``swarm run``'s driver: one node following chain rounds in real time.
+
+Each iteration takes the chain's *current* round (a node that fell behind skips ahead instead of
+publishing stale work), produces its batch, waits for peers until every active peer has published
+or ``collect_fraction`` of the round has passed, then completes the round. Transient chain and
+store failures interrupt the round, are logged and retried with exponential backoff (the round's
+steps are idempotent, so a retry never publishes twice). A reset chain stops the node with the
+reason. The first Ctrl-C (or SIGTERM) stops the node at the next step boundary, after its state
+and adapter are saved; a second one aborts at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+from node.chain.errors import RetryableChainError
+from node.chain.rpc import RetryPolicy
+from node.round.node import SwarmNode
+from node.round.report import RoundReport
+from node.storage import StoreError
+
+log = logging.getLogger(__name__)
+
+#: Backoff between failed round attempts: 2 s doubling to 60 s, for as long as it takes.
+ROUND_RETRY = RetryPolicy(attempts=1_000_000, initial_delay=2.0, max_delay=60.0)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    collect_fraction: float = 0.6
+    poll_interval: float = 2.0
+    max_rounds: int | None = None
+    retry: RetryPolicy = ROUND_RETRY
+
+
+class StopSignal:
+    """Set by Ctrl-C / SIGTERM (``install``) or by ``request``; sleeps end early when it is."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def request(self) -> None:
+        self._event.set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleeps up to ``seconds``; True if a stop was requested meanwhile."""
+        return self._event.wait(max(0.0, seconds))
+
+    def install(self, notice: Callable[[str], None]) -> None:
+        """First SIGINT/SIGTERM: stop at the next step boundary. Second: KeyboardInterrupt."""
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self.requested:
+                raise KeyboardInterrupt
+            self.request()
+            notice("stopping after the current step (Ctrl-C again to abort now)")
+
+        signal.signal(signal.SIGINT, handle)
+        signal.signal(signal.SIGTERM, handle)
+
+
+def chain_now(node: SwarmNode) -> int:
+    """Best estimate of the time the next block will carry (an idle dev chain mines no blocks)."""
+    return max(node.client.chain_time(), int(time.time()))
+
+
+def run_node(
+    node: SwarmNode,
+    settings: LoopSettings = LoopSettings(),
+    *,
+    stop: StopSignal | None = None,
+    on_report: Callable[[RoundReport], None] = lambda report: None,
+) -> int:
+    """Runs rounds until ``max_rounds`` are done or a stop is requested; returns rounds done."""
+    stop = stop or StopSignal()
+    node.start()
+    done = failures = 0
+    try:
+        while not stop.requested and (settings.max_rounds is None or done < settings.max_rounds):
+            try:
+                report = _one_round(node, settings, stop)
+            except (RetryableChainError, StoreError) as exc:
+                if isinstance(exc, StoreError) and not exc.retryable:
+                    raise
+                failures += 1
+                delay = settings.retry.delay(failures)
+                log.warning("round interrupted (%s); retrying in %.0fs", exc, delay)
+                stop.sleep(delay)
+                continue
+            if report is not None:
+                failures = 0
+                done += 1
+                on_report(report)
+    finally:
+        node.save()
+    return done
+
+
+def _one_round(node: SwarmNode, settings: LoopSettings, stop: StopSignal) -> RoundReport | None:
+    round_ = _wait_for_round(node, settings, stop)
+    if round_ is None:
+        return None
+    node.produce(round_)
+    if stop.requested:
+        return None
+    _wait_for_peers(node, round_, settings, stop)
+    return node.complete(round_)
+
+
+def _wait_for_round(node: SwarmNode, settings: LoopSettings, stop: StopSignal) -> int | None:
+    """The round to work on now: the current one, once it is one this node has not done."""
+    while not stop.requested:
+        current = node.current_round()
+        last = node.state.last_round if node.state else None
+        if last is None or current > last:
+            if last is not None and current > last + 1:
+                log.info("skipping rounds %d-%d: this node fell behind", last + 1, current - 1)
+            return current
+        wait = node.client.clock.end_of(current) - chain_now(node)
+        stop.sleep(min(settings.poll_interval, max(wait, 0.2)))
+    return None
+
+
+def _wait_for_peers(node: SwarmNode, round_: int, settings: LoopSettings, stop: StopSignal) -> None:
+    clock = node.client.clock
+    deadline = clock.start_of(round_) + settings.collect_fraction * clock.duration
+    with node.report(round_).timings.measure("wait"):
+        while not stop.requested and not node.everyone_published(round_):
+            left = deadline - chain_now(node)
+            if left <= 0:
+                return
+            stop.sleep(min(settings.poll_interval, left))

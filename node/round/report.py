@@ -1,0 +1,78 @@
+"""What one round did, for the progress line, the tests and the overhead benchmark."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+#: Phases timed in a round. ``generate`` and ``train`` are the learning; ``wait`` is time spent
+#: idle for peers; everything else (chain, store, sign, verify, checkpoint) is protocol overhead.
+LEARNING_PHASES = ("generate", "train")
+IDLE_PHASES = ("wait",)
+
+
+@dataclass
+class Timings:
+    """Seconds per phase, accumulated."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def measure(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(phase, time.perf_counter() - started)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+
+    @property
+    def busy(self) -> float:
+        """Wall time not spent waiting for peers."""
+        return sum(s for p, s in self.seconds.items() if p not in IDLE_PHASES)
+
+    @property
+    def overhead(self) -> float:
+        """Busy seconds outside generation and training."""
+        return sum(s for p, s in self.seconds.items() if p not in LEARNING_PHASES + IDLE_PHASES)
+
+
+@dataclass
+class RoundReport:
+    """One round of one node."""
+
+    round: int
+    peer: str
+    published: str = "no"  # "yes", "already" (earlier run), "late" (too late), "no"
+    local_reward: float | None = None  # mean reward of this node's own completions
+    local_groups: int = 0
+    external_groups: int = 0
+    verified_peers: int = 0
+    rejections: Counter[str] = field(default_factory=Counter)
+    attested: int = 0
+    flagged: int = 0
+    settled: int = 0
+    trained: bool = False
+    loss: float | None = None
+    timings: Timings = field(default_factory=Timings)
+
+    def line(self) -> str:
+        """The progress line ``swarm run`` prints."""
+        reward = "-" if self.local_reward is None else f"{self.local_reward:.3f}"
+        rejected = (
+            ", ".join(f"{reason} {n}" for reason, n in sorted(self.rejections.items())) or "none"
+        )
+        step = self.timings.seconds.get("train")
+        trained = f"step {step:.1f}s" if self.trained and step is not None else "no step"
+        return (
+            f"round {self.round}: published {self.published}, local reward {reward}, "
+            f"groups {self.local_groups} local + {self.external_groups} external, "
+            f"peers verified {self.verified_peers}, rejected: {rejected}, "
+            f"attested {self.attested} (flags {self.flagged}), {trained}, "
+            f"busy {self.timings.busy:.1f}s"
+        )

@@ -1,0 +1,88 @@
+"""The node's view of the swarm, read from coordinator events: who is active, who published what.
+
+:class:`SwarmView` reads new events since its last block on every ``refresh`` (cheap: one
+``eth_getLogs`` over the new blocks), keeps the set of active peers (registered and not exiting)
+and every round's ``RolloutsPublished`` commitments. The round loop asks it which commitments
+it has not judged yet and whether every active peer has published a round (then waiting longer
+brings nothing).
+
+:func:`check_chain` tells a chain that was reset or replaced (Anvil restarted, a devnet wiped)
+from a slow one: the deployment block must still carry the recorded hash, and the coordinator
+must still have code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from node.chain.client import CoordinatorClient
+from node.chain.deployment import Deployment
+from node.chain.errors import PermanentChainError
+from node.chain.events import (
+    EventReader,
+    ExitRequested,
+    PeerRegistered,
+    RolloutsPublished,
+    Withdrawn,
+)
+
+
+class ChainReset(PermanentChainError):
+    """The chain no longer holds the deployment this node works with."""
+
+
+def check_chain(client: CoordinatorClient, deployment: Deployment) -> None:
+    """Raises :class:`ChainReset` unless the deployment is still on the chain, unchanged."""
+    block_hash = client.block_hash(deployment.deployment_block)
+    code = client.has_code()
+    if block_hash != deployment.block_hash or not code:
+        raise ChainReset(
+            f"the chain was reset: block {deployment.deployment_block} is "
+            f"{block_hash or 'missing'} (deployed in {deployment.block_hash}) and the coordinator "
+            f"{client.address} has {'no ' if not code else ''}code. Redeploy (swarm-deploy), "
+            "register again and point chain.deployment at the new file."
+        )
+
+
+class SwarmView:
+    """Active peers and per-round commitments, from events since ``start_block``."""
+
+    def __init__(self, reader: EventReader, start_block: int) -> None:
+        self.reader = reader
+        self.next_block = start_block
+        self.active: set[str] = set()
+        self.published: dict[int, dict[str, RolloutsPublished]] = {}
+
+    def refresh(self, latest_block: int) -> None:
+        """Applies the events of blocks ``next_block .. latest_block``."""
+        if latest_block < self.next_block:
+            return
+        events = self.reader.read(
+            self.next_block,
+            latest_block,
+            events=[PeerRegistered, ExitRequested, Withdrawn, RolloutsPublished],
+        )
+        for event in events:
+            if isinstance(event, PeerRegistered):
+                self.active.add(event.peer)
+            elif isinstance(event, (ExitRequested, Withdrawn)):
+                self.active.discard(event.peer)
+            elif isinstance(event, RolloutsPublished):
+                self.published.setdefault(event.round, {})[event.peer] = event
+        self.next_block = latest_block + 1
+
+    def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
+        """The commitments of ``rounds``, by round then peer."""
+        return [
+            self.published[r][peer]
+            for r in sorted(set(rounds))
+            for peer in sorted(self.published.get(r, {}))
+        ]
+
+    def everyone_published(self, round: int, *, besides: str) -> bool:
+        """True when every active peer other than ``besides`` has published ``round``."""
+        waiting = self.active - {besides} - set(self.published.get(round, {}))
+        return not waiting
+
+    def forget_before(self, round: int) -> None:
+        self.published = {r: c for r, c in self.published.items() if r >= round}

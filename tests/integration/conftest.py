@@ -1,0 +1,64 @@
+"""Fixtures of the swarm integration tests: a fresh tiny base, a shared store, node factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from eth_account.signers.local import LocalAccount
+
+from node.chain.client import CoordinatorClient
+from node.chain.deployment import Deployment
+from node.policy.adapters import AdapterPool
+from node.policy.model import BaseModel, tiny_model
+from node.round.node import SwarmNode
+from node.storage import LocalStore
+from tests.chain_fixtures import ChainControl
+from tests.integration.swarm import make_node
+
+
+@pytest.fixture
+def pool(tiny_base: BaseModel) -> AdapterPool:
+    """A fresh tiny model per test (a pool injects LoRA layers into its base in place)."""
+    model = tiny_model(tiny_base.tokenizer, seed=0).eval().requires_grad_(False)
+    return AdapterPool(BaseModel(name="tiny", model=model, tokenizer=tiny_base.tokenizer))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+@pytest.fixture
+def node_factory(
+    chain: ChainControl,
+    deployment: Deployment,
+    client_for: Callable[..., CoordinatorClient],
+    store: LocalStore,
+    pool: AdapterPool,
+    tmp_path: Path,
+) -> Callable[..., SwarmNode]:
+    """``node_factory(account, name, node_class=SwarmNode, register=True)`` -> a node."""
+
+    def make(account: LocalAccount, name: str, **options: object) -> SwarmNode:
+        return make_node(
+            account,
+            client=client_for(account),
+            deployment=deployment,
+            store=store,
+            pool=pool,
+            state_dir=tmp_path / "nodes" / name,
+            name=name,
+            **options,  # type: ignore[arg-type]
+        )
+
+    return make
+
+
+@pytest.fixture
+def fresh_round(chain: ChainControl) -> int:
+    """Moves to the start of the next round and returns it."""
+    round_ = chain.current_round() + 1
+    chain.warp_to_round(round_)
+    return round_
