@@ -1,0 +1,189 @@
+"""The HTTP API and the leaderboard page, one FastAPI app over the indexer's database.
+
+    GET /                      the leaderboard page (static HTML, JS, CSS; no build step)
+    GET /api/leaderboard       ranked peers, paged and sortable
+    GET /api/peers/{address}   one peer: summary, batches round by round, stake history
+    GET /api/rounds            round totals (the reward-over-rounds series), paged
+    GET /api/rounds/{round}    one round: totals and batches
+    GET /api/stats             swarm totals (active peers, rounds, batches, verified share)
+    GET /health                indexer lag in blocks; 503 when ingestion stopped on an error
+    GET /openapi.json          the schema of all of the above
+
+The interactive docs pages are switched off: they load their scripts from a CDN, and the indexer
+must work offline. Bad input gets a 4xx with a one-line ``detail``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal
+
+from eth_utils import is_address, to_checksum_address
+from fastapi import FastAPI, HTTPException, Path as PathParam, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from coordinator_indexer import queries
+from coordinator_indexer.models import (
+    Health,
+    Leaderboard,
+    PeerDetail,
+    Problem,
+    RoundDetail,
+    RoundsPage,
+    Stats,
+)
+from coordinator_indexer.store import Store
+from node.chain.deployment import Deployment
+
+STATIC_DIR = Path(str(resources.files("coordinator_indexer") / "static"))
+MAX_PAGE = 500
+#: Without a live ingestion status (API-only mode), "ok" means at most this many blocks behind.
+LAG_OK_BLOCKS = 10
+
+
+@dataclass
+class IngestStatus:
+    """What the ingestion thread tells the API (``/health``)."""
+
+    caught_up: bool = False
+    error: str | None = None
+    running: bool = True
+
+
+def create_app(
+    store: Store,
+    deployment: Deployment,
+    *,
+    status: Callable[[], IngestStatus] | None = None,
+) -> FastAPI:
+    """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
+    app = FastAPI(
+        title="Swarm coordinator indexer",
+        version="1",
+        description="Peers, rounds and verified rewards of one SwarmCoordinator, from its events.",
+        docs_url=None,
+        redoc_url=None,
+        responses={400: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}},
+    )
+    app.add_exception_handler(RequestValidationError, _validation_problem)  # type: ignore[arg-type]
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/api/leaderboard", response_model=Leaderboard, tags=["leaderboard"])
+    def leaderboard(
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Peers per page.")] = 50,
+        offset: Annotated[int, Query(ge=0, description="Peers to skip.")] = 0,
+        sort: Annotated[
+            Literal["rank", "verified", "claimed", "rounds", "stake", "slashes", "name"],
+            Query(description="Column to sort by."),
+        ] = "rank",
+        order: Annotated[Literal["asc", "desc"] | None, Query()] = None,
+    ) -> dict:
+        """Peers ranked by verified reward. ``order`` defaults to best first (desc; asc for name)."""
+        chosen = order or ("asc" if sort in ("rank", "name") else "desc")
+        state = store.state()
+        with store.engine.connect() as conn:
+            page = queries.leaderboard(conn, sort=sort, order=chosen, limit=limit, offset=offset)
+        return {
+            **page,
+            "limit": limit,
+            "offset": offset,
+            "sort": sort,
+            "order": chosen,
+            "indexed_block": state.cursor_block if state else None,
+        }
+
+    @app.get("/api/peers/{address}", response_model=PeerDetail, tags=["peers"])
+    def peer(
+        address: Annotated[str, PathParam(description="The peer's address (any hex case).")],
+    ) -> dict:
+        """One peer: summary, every batch with its verdict, and its stake history."""
+        if not is_address(address):
+            raise HTTPException(400, f"not an Ethereum address: {address!r}")
+        checksummed = to_checksum_address(address)
+        with store.engine.connect() as conn:
+            found = queries.peer(conn, checksummed)
+        if found is None:
+            raise HTTPException(404, f"no peer {checksummed} is registered (as far as indexed)")
+        return found
+
+    @app.get("/api/rounds", response_model=RoundsPage, tags=["rounds"])
+    def rounds(
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        order: Literal["asc", "desc"] = "asc",
+    ) -> dict:
+        """Totals per round (claimed and verified reward, batches, attestations, slashes)."""
+        with store.engine.connect() as conn:
+            page = queries.rounds_page(conn, limit=limit, offset=offset, order=order)
+        return {**page, "limit": limit, "offset": offset, "order": order}
+
+    @app.get("/api/rounds/{round}", response_model=RoundDetail, tags=["rounds"])
+    def round_(round: Annotated[int, PathParam(ge=0, lt=2**64)]) -> dict:
+        """One round: totals and every batch published for it."""
+        with store.engine.connect() as conn:
+            found = queries.round_detail(conn, round)
+        if found is None:
+            raise HTTPException(404, f"round {round} has no batches (as far as indexed)")
+        return found
+
+    @app.get("/api/stats", response_model=Stats, tags=["swarm"])
+    def stats() -> dict:
+        """Swarm totals."""
+        state = store.state()
+        with store.engine.connect() as conn:
+            totals = queries.stats(conn, state, deployment.round_duration, deployment.genesis)
+        return {
+            **totals,
+            "indexed_block": state.cursor_block if state else None,
+            "chain_id": deployment.chain_id,
+            "coordinator": deployment.coordinator,
+        }
+
+    @app.get("/health", response_model=Health, tags=["swarm"])
+    def health() -> JSONResponse:
+        """Indexer lag in blocks. 200 while ingesting; 503 once ingestion stopped on an error."""
+        body = _health(store, status() if status else None)
+        return JSONResponse(body.model_dump(), status_code=503 if body.status == "error" else 200)
+
+    return app
+
+
+def _health(store: Store, live: IngestStatus | None) -> Health:
+    state = store.state()
+    if live is not None and live.error:
+        verdict = "error"
+    elif state is None:
+        verdict = "starting"
+    elif live is not None:
+        verdict = "ok" if live.caught_up else "catching_up"
+    else:
+        verdict = "ok" if state.lag <= LAG_OK_BLOCKS else "catching_up"
+    return Health(
+        status=verdict,
+        indexed_block=state.cursor_block if state else None,
+        chain_head=state.chain_head if state else None,
+        lag_blocks=state.lag if state else None,
+        final_block=state.final_block if state else None,
+        confirmations=state.confirmations if state else None,
+        last_update=state.updated_at if state else None,
+        error=live.error if live else None,
+    )
+
+
+async def _validation_problem(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's validation errors as one readable line (still 422)."""
+    parts = []
+    for error in exc.errors():
+        where = " ".join(str(x) for x in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')} (got {error.get('input')!r})")
+    return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)

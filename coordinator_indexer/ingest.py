@@ -1,0 +1,247 @@
+"""Ingestion: from the chain's logs to the database, one block range per transaction, reorg-safe.
+
+One ``step``:
+
+1. Is the cursor block still on the chain (same number, same hash)? If not, a reorg happened:
+   walk the kept block hashes down to the newest one the chain still has (the common ancestor),
+   roll back every row above it (``Store.rollback_to``) and let the next step re-apply. When no kept
+   block survived, the reorg is deeper than the window: ``ReorgTooDeep``, and ingestion stops
+   rather than serve rows of a chain that no longer exists.
+2. Otherwise read the next range ``[cursor + 1, min(head, cursor + range)]``: the headers of its
+   blocks inside the unconfirmed window (the last ``confirmations`` blocks below the head, whose
+   hashes are kept), the range's first and last header, and its logs (``EventReader``: chunked,
+   halving a chunk the RPC refuses). The range is applied only if it hangs together: the first
+   block's parent is the cursor block, the window's headers link by parent hash, and every log's
+   block hash is the header's. Anything else means the chain moved while we read; the range is
+   dropped and the next step starts over (and finds the reorg in 1).
+3. Apply the range in one transaction, with the new cursor (``Store.apply_range``).
+
+Blocks more than ``confirmations`` below the head are *final*: their hashes are pruned, so a reorg
+reaching them cannot be repaired. The range size adapts: it halves after a range with more than
+``max_events`` logs and grows back after quiet ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from web3 import Web3
+
+from coordinator_indexer.chainview import ChainView
+from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
+from coordinator_indexer.records import records_of
+from coordinator_indexer.store import BlockRef, IndexerState, Store
+from node.chain.deployment import Deployment
+from node.chain.errors import RetryableChainError
+from node.chain.events import EventReader
+from node.chain.rpc import DEFAULT_RETRY, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """How the indexer reads the chain."""
+
+    confirmations: int = 12
+    """Blocks below the head after which a block is final; also how deep a reorg can be repaired."""
+    max_range: int = 2_000
+    """Most blocks read and applied in one step (one database transaction)."""
+    max_events: int = 5_000
+    """A range with more logs than this halves the next range (keeps transactions small)."""
+    poll_interval: float = 1.0
+    """Seconds between polls once caught up with the head."""
+
+    def __post_init__(self) -> None:
+        if self.confirmations < 0:
+            raise ValueError("confirmations must be 0 or more")
+        if self.max_range < 1 or self.max_events < 1:
+            raise ValueError("max_range and max_events must be at least 1")
+        if self.poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did."""
+
+    kind: str  # "applied" | "idle" | "reorg" | "retry"
+    cursor: int
+    head: int
+    events: int = 0
+    blocks: int = 0
+    rolled_back_from: int | None = None
+
+    @property
+    def caught_up(self) -> bool:
+        return self.cursor >= self.head
+
+
+class Indexer:
+    """Keeps one database in step with one coordinator's events."""
+
+    def __init__(
+        self,
+        w3: Web3,
+        deployment: Deployment,
+        store: Store,
+        settings: IngestSettings | None = None,
+        *,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.deployment = deployment
+        self.store = store
+        self.settings = settings or IngestSettings()
+        self.chain = ChainView(w3, retry=retry)
+        self.reader = EventReader(
+            w3, deployment.coordinator, max_chunk=self.settings.max_range, retry=retry
+        )
+        self.range_size = self.settings.max_range
+
+    # ------------------------------------------------------------------------------- startup
+
+    def prepare(self) -> IndexerState:
+        """Checks that the chain holds the deployment and binds the database to it."""
+        chain_id = self.chain.chain_id()
+        if chain_id != self.deployment.chain_id:
+            raise DeploymentMismatch(
+                f"the RPC serves chain {chain_id}, but the deployment is on chain "
+                f"{self.deployment.chain_id}: use the RPC of that chain"
+            )
+        created = self.chain.block(self.deployment.deployment_block)
+        if created is None or created.hash != self.deployment.block_hash:
+            raise DeploymentMismatch(
+                f"block {self.deployment.deployment_block} on this chain is not the block that "
+                f"created the coordinator {self.deployment.coordinator} (was the chain reset, or "
+                "is this another chain?): use the deployment file of this chain"
+            )
+        anchor = self.chain.block(self.deployment.deployment_block - 1) or BlockRef(
+            self.deployment.deployment_block - 1, created.parent_hash, "0x" + "00" * 32, 0
+        )
+        return self.store.start(self.deployment, anchor, self.settings.confirmations)
+
+    # --------------------------------------------------------------------------------- steps
+
+    def step(self) -> StepResult:
+        """One poll: repair a reorg, or apply the next range, or note that nothing is new."""
+        state = self.store.state()
+        if state is None:
+            raise IndexerError("the database is not bound to a deployment: call prepare() first")
+        head = self.chain.head()
+        cursor = state.cursor_block
+        on_chain = self.chain.block(cursor)
+        if on_chain is None or on_chain.hash != state.cursor_hash:
+            return self._repair(state, head)
+        if cursor >= head:
+            if head != state.chain_head:
+                self.store.note_head(head)
+            return StepResult("idle", cursor, head)
+        return self._apply_next(state, head)
+
+    def _apply_next(self, state: IndexerState, head: int) -> StepResult:
+        start = state.cursor_block + 1
+        end = min(head, state.cursor_block + self.range_size)
+        keep_from = head - self.settings.confirmations
+        numbers = range(max(start, keep_from), end + 1)
+        headers = [self.chain.block(n) for n in numbers]
+        first = headers[0] if numbers and numbers[0] == start else self.chain.block(start)
+        last = headers[-1] if headers else self.chain.block(end)
+        if first is None or last is None or any(h is None for h in headers):
+            return StepResult("retry", state.cursor_block, head)  # the chain got shorter
+        window = [h for h in headers if h is not None]
+        if first.parent_hash != state.cursor_hash or not _linked(window):
+            return StepResult("retry", state.cursor_block, head)
+        events = self.reader.read(start, end)
+        known = {b.number: b.hash for b in (*window, first, last)}
+        if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in events):
+            return StepResult("retry", state.cursor_block, head)
+        records = records_of(events)
+        self.store.apply_range(state.cursor_block, records, window, last, head, keep_from)
+        self._adapt(len(events))
+        return StepResult("applied", end, head, events=len(events), blocks=end - start + 1)
+
+    def _adapt(self, events: int) -> None:
+        if events > self.settings.max_events:
+            self.range_size = max(1, self.range_size // 2)
+        elif events < self.settings.max_events // 4:
+            self.range_size = min(self.settings.max_range, self.range_size * 2)
+
+    def _repair(self, state: IndexerState, head: int) -> StepResult:
+        kept = self.store.kept_blocks()
+        for ref in kept:
+            if ref.number > head:
+                continue
+            block = self.chain.block(ref.number)
+            if block is not None and block.hash == ref.hash:
+                self.store.rollback_to(state.cursor_block, block, head)
+                log.warning(
+                    "reorg: rolled back from block %d to common ancestor %d",
+                    state.cursor_block,
+                    block.number,
+                )
+                return StepResult("reorg", block.number, head, rolled_back_from=state.cursor_block)
+        oldest = kept[-1].number if kept else state.cursor_block
+        raise ReorgTooDeep(
+            f"the chain reorganised below block {oldest}, the oldest block whose hash this "
+            f"indexer keeps ({state.confirmations} confirmations): rows indexed up to block "
+            f"{state.cursor_block} may belong to a chain that no longer exists, so the indexer "
+            "stops. Re-index into a new database, and raise --confirmations if this chain "
+            "reorganises this deep",
+            oldest_kept=oldest,
+            cursor=state.cursor_block,
+        )
+
+    # ---------------------------------------------------------------------------------- loops
+
+    def sync(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        on_step: Callable[[StepResult], None] | None = None,
+    ) -> StepResult:
+        """Steps until the cursor reaches the head (as seen at the last step); returns that step."""
+        while True:
+            result = self.step()
+            if on_step is not None:
+                on_step(result)
+            if (result.caught_up and result.kind != "reorg") or (stop and stop.is_set()):
+                return result
+
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        on_step: Callable[[StepResult], None] | None = None,
+        on_unavailable: Callable[[Exception], None] | None = None,
+    ) -> None:
+        """Follows the chain until ``stop`` is set. An unreachable RPC is waited out (reported
+        through ``on_unavailable``); every other error ends the loop by propagating."""
+        backoff = self.settings.poll_interval
+        while not stop.is_set():
+            try:
+                result = self.step()
+            except RetryableChainError as exc:
+                if on_unavailable is not None:
+                    on_unavailable(exc)
+                stop.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+                continue
+            backoff = self.settings.poll_interval
+            if on_step is not None:
+                on_step(result)
+            if result.kind in ("idle", "retry") or result.caught_up:
+                stop.wait(self.settings.poll_interval)
+
+
+def _linked(headers: list[BlockRef]) -> bool:
+    return all(b.parent_hash == a.hash for a, b in zip(headers, headers[1:], strict=False))
+
+
+def monotonic_rate(count: int, since: float) -> float:
+    """Events per second since ``since`` (``time.monotonic()``), 0 for no time."""
+    elapsed = time.monotonic() - since
+    return count / elapsed if elapsed > 0 else 0.0

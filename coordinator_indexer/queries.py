@@ -1,0 +1,238 @@
+"""Read-side queries behind the HTTP API: plain dicts out, one function per question.
+
+Rank is always the position by verified reward (ties: claimed reward, then address), whatever
+order a page is sorted in, so a peer's rank means the same thing on every page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, and_, case, desc, func, select
+
+from coordinator_indexer import schema
+from coordinator_indexer.store import IndexerState
+
+SORTS = {
+    "rank": "verified_milli",
+    "verified": "verified_milli",
+    "claimed": "claimed_milli",
+    "rounds": "rounds",
+    "stake": "stake_gwei",
+    "slashes": "slashes",
+    "name": "name",
+}
+
+_P = schema.peers
+
+
+def _rank_column() -> Any:
+    return (
+        func.rank()
+        .over(order_by=(desc(_P.c.verified_milli), desc(_P.c.claimed_milli), _P.c.address))
+        .label("rank")
+    )
+
+
+def leaderboard(conn: Connection, *, sort: str, order: str, limit: int, offset: int) -> dict:
+    """One page of peers with their rank, and the total number of peers."""
+    ranked = select(_P, _rank_column()).subquery("ranked")
+    key = ranked.c[SORTS[sort]]
+    descending = order == "desc"
+    if sort == "rank":  # rank 1 first means verified reward descending
+        descending = not descending
+    ordering = [key.desc() if descending else key.asc(), ranked.c.rank, ranked.c.address]
+    rows = conn.execute(select(ranked).order_by(*ordering).limit(limit).offset(offset)).all()
+    total = conn.execute(select(func.count()).select_from(_P)).scalar_one()
+    return {"total": int(total), "entries": [_peer_entry(row) for row in rows]}
+
+
+def peer_rank(conn: Connection, address: str) -> int | None:
+    ranked = select(_P.c.address, _rank_column()).subquery("ranked")
+    return conn.execute(select(ranked.c.rank).where(ranked.c.address == address)).scalar()
+
+
+def _peer_entry(row: Any) -> dict:
+    return {
+        "rank": int(row.rank),
+        "address": row.address,
+        "name": row.name,
+        "status": row.status,
+        "verified_reward": row.verified_milli / 1000,
+        "claimed_reward": row.claimed_milli / 1000,
+        "rounds": row.rounds,
+        "verified_rounds": row.verified_rounds,
+        "stake_wei": row.stake_wei,
+        "stake_eth": int(row.stake_wei) / 10**18,
+        "slashes": row.slashes,
+        "slashed_wei": row.slashed_wei,
+        "flags_received": row.flags_received,
+        "attestations_given": row.attestations_given,
+        "last_round": row.last_round,
+    }
+
+
+def peer(conn: Connection, address: str) -> dict | None:
+    """One peer's summary, its batches round by round, and its stake history; None if unknown."""
+    row = conn.execute(select(_P).where(_P.c.address == address)).first()
+    if row is None:
+        return None
+    p, s = schema.publications, schema.stake_changes
+    batches = conn.execute(select(p).where(p.c.peer == address).order_by(p.c.round)).all()
+    changes = conn.execute(
+        select(s).where(s.c.peer == address).order_by(s.c.block_number, s.c.log_index)
+    ).all()
+    rank = peer_rank(conn, address)
+    return {
+        **_peer_entry(_WithRank(row, rank)),
+        "registered_block": row.registered_block,
+        "withdrawable_at": row.withdrawable_at,
+        "batches": [_batch(b) for b in batches],
+        "stake_history": _stake_history(changes),
+    }
+
+
+class _WithRank:
+    """A peers row plus its rank, attribute-accessible like a ranked row."""
+
+    def __init__(self, row: Any, rank: int | None) -> None:
+        self._row, self.rank = row, rank or 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, name)
+
+
+def _batch(row: Any) -> dict:
+    return {
+        "round": row.round,
+        "peer": row.peer,
+        "digest": row.digest,
+        "groups": row.groups,
+        "completions": row.completions,
+        "claimed_reward": row.claimed_milli / 1000,
+        "verified_reward": None if row.verified_milli is None else row.verified_milli / 1000,
+        "attestations": row.attestations,
+        "agreements": row.agreements,
+        "flags": row.flags,
+        "settled": bool(row.settled),
+        "slashed": bool(row.slashed),
+        "relayer": row.relayer,
+        "block_number": row.block_number,
+        "tx_hash": row.tx_hash,
+    }
+
+
+def _stake_history(changes: list[Any]) -> list[dict]:
+    history, stake = [], 0
+    for change in changes:
+        amount = int(change.amount_wei)
+        if change.kind == "register":
+            stake = amount
+        elif change.kind == "add":
+            stake = int(change.total_wei) if change.total_wei is not None else stake + amount
+        elif change.kind in ("slash", "withdraw"):
+            stake = max(0, stake - amount)
+        history.append(
+            {
+                "kind": change.kind,
+                "amount_wei": change.amount_wei,
+                "stake_after_wei": str(stake),
+                "withdrawable_at": change.withdrawable_at,
+                "block_number": change.block_number,
+                "tx_hash": change.tx_hash,
+            }
+        )
+    return history
+
+
+def round_detail(conn: Connection, round_: int) -> dict | None:
+    """One round's totals and its batches (by verified reward); None when nothing is indexed."""
+    row = conn.execute(select(schema.rounds).where(schema.rounds.c.round == round_)).first()
+    if row is None:
+        return None
+    p = schema.publications
+    batches = conn.execute(
+        select(p, _P.c.name)
+        .join(_P, _P.c.address == p.c.peer, isouter=True)
+        .where(p.c.round == round_)
+        .order_by(func.coalesce(p.c.verified_milli, -(2**62)).desc(), p.c.peer)
+    ).all()
+    return {
+        **_round_entry(row),
+        "batches": [{**_batch(b), "name": b.name} for b in batches],
+    }
+
+
+def _round_entry(row: Any) -> dict:
+    return {
+        "round": row.round,
+        "publications": row.publications,
+        "groups": row.groups,
+        "completions": row.completions,
+        "claimed_reward": row.claimed_milli / 1000,
+        "verified_reward": row.verified_milli / 1000,
+        "attested_batches": row.attested_batches,
+        "attestations": row.attestations,
+        "flags": row.flags,
+        "disputes": row.disputes,
+        "slashes": row.slashes,
+    }
+
+
+def rounds_page(conn: Connection, *, limit: int, offset: int, order: str) -> dict:
+    """Round totals (the swarm's reward-over-rounds series), paged."""
+    r = schema.rounds
+    ordering = r.c.round.desc() if order == "desc" else r.c.round.asc()
+    rows = conn.execute(select(r).order_by(ordering).limit(limit).offset(offset)).all()
+    total = conn.execute(select(func.count()).select_from(r)).scalar_one()
+    return {"total": int(total), "entries": [_round_entry(row) for row in rows]}
+
+
+def stats(conn: Connection, state: IndexerState | None, round_duration: int, genesis: int) -> dict:
+    """Swarm totals: peers, rounds, batches, and how much of it other peers verified."""
+    p = schema.publications
+    peers = conn.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(case((_P.c.status == "active", 1), else_=0)), 0),
+            func.coalesce(func.sum(_P.c.slashes), 0),
+        ).select_from(_P)
+    ).one()
+    batches = conn.execute(
+        select(
+            func.count(),
+            func.count(p.c.verified_milli),
+            func.coalesce(
+                func.sum(
+                    case((and_(p.c.attestations > 0, p.c.agreements >= p.c.flags), 1), else_=0)
+                ),
+                0,
+            ),
+            func.coalesce(func.sum(p.c.claimed_milli), 0),
+            func.coalesce(func.sum(p.c.verified_milli), 0),
+            func.count(func.distinct(p.c.round)),
+            func.max(p.c.round),
+        )
+    ).one()
+    stake_rows = conn.execute(select(_P.c.stake_wei).where(_P.c.status != "withdrawn")).all()
+    attestations = conn.execute(select(func.count()).select_from(schema.attestations)).scalar_one()
+    total_batches, attested, verified = int(batches[0]), int(batches[1]), int(batches[2])
+    current_round = None
+    if state is not None and state.cursor_timestamp >= genesis:
+        current_round = (state.cursor_timestamp - genesis) // round_duration
+    return {
+        "peers": int(peers[0]),
+        "active_peers": int(peers[1]),
+        "slashes": int(peers[2]),
+        "total_stake_wei": str(sum(int(r.stake_wei) for r in stake_rows)),
+        "rounds": int(batches[5]),
+        "latest_round": batches[6],
+        "current_round": current_round,
+        "batches": total_batches,
+        "attested_batches": attested,
+        "verified_batches": verified,
+        "verified_share": verified / total_batches if total_batches else 0.0,
+        "attestations": int(attestations),
+        "claimed_reward": int(batches[3]) / 1000,
+        "verified_reward": int(batches[4]) / 1000,
+    }

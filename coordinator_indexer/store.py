@@ -1,0 +1,319 @@
+"""The database: opening it (SQLite or Postgres, migrated), the cursor, and the two writes the
+indexer makes, each one transaction:
+
+- ``apply_range``: the rows of a block range, their derived rows, the window's block hashes and the
+  new cursor, all committed together (or not at all). A crash at any moment leaves the database at
+  the end of some earlier range, and the next run continues from exactly there: every log takes
+  effect exactly once.
+- ``rollback_to``: after a reorg, every event row above the common ancestor deleted, the derived
+  rows they touched recomputed, and the cursor moved back to the ancestor.
+
+Both check that the cursor is where this writer left it (optimistic concurrency), so a second
+indexer on the same database fails with a clear error instead of double-applying.
+
+SQLite runs in WAL mode, so the HTTP API reads while the indexer writes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from coordinator_indexer import schema
+from coordinator_indexer.derive import recompute
+from coordinator_indexer.errors import ConcurrentWriter, ConfigError, DeploymentMismatch
+from coordinator_indexer.migrations import migrate
+from coordinator_indexer.records import Records, Touched
+from node.chain.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    """A block header's identity: enough to detect that the chain changed under us."""
+
+    number: int
+    hash: str
+    parent_hash: str
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class IndexerState:
+    """The cursor row: the last block fully applied, and what the indexer last saw."""
+
+    chain_id: int
+    coordinator: str
+    deployment_block: int
+    cursor_block: int
+    cursor_hash: str
+    cursor_timestamp: int
+    chain_head: int
+    confirmations: int
+    updated_at: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.chain_head - self.cursor_block)
+
+    @property
+    def final_block(self) -> int:
+        """Highest indexed block at least ``confirmations`` deep (rows up to it are final)."""
+        return min(self.cursor_block, self.chain_head - self.confirmations)
+
+
+def normalise_url(url: str) -> str:
+    """Database URL with the drivers this package installs (psycopg 3 for Postgres)."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for ``url`` (``sqlite:///path.db`` or ``postgresql://...``), SQLite set to WAL."""
+    try:
+        parsed = make_url(normalise_url(url))
+    except ArgumentError:
+        raise ConfigError(
+            f"not a database URL: {url!r} (examples: sqlite:///indexer.db, "
+            "postgresql://user:password@host/dbname)"
+        ) from None
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            raise ConfigError(
+                "an in-memory SQLite database cannot be shared by the indexer and the API: "
+                "give a file, e.g. sqlite:///indexer.db"
+            )
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            parsed, connect_args={"timeout": 30, "check_same_thread": False}, pool_pre_ping=False
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True)
+    raise ConfigError(f"unsupported database {parsed.get_backend_name()!r}: use SQLite or Postgres")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, nor it them
+    cursor.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL keeps it consistent
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+class Store:
+    """One indexer database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Connects and applies missing migrations; ConfigError when the database is unreachable."""
+        engine = create_db_engine(url)
+        try:
+            migrate(engine)
+        except OperationalError as exc:
+            engine.dispose()
+            raise ConfigError(f"cannot open the database {_safe(url)}: {exc.orig}") from None
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------------------- the cursor
+
+    def state(self) -> IndexerState | None:
+        """The cursor row, or None before the first ``start``."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(schema.indexer_state)).first()
+        if row is None:
+            return None
+        data = row._asdict()
+        data.pop("id")
+        return IndexerState(**data)
+
+    def start(self, deployment: Deployment, anchor: BlockRef, confirmations: int) -> IndexerState:
+        """Binds an empty database to ``deployment`` with the cursor just below its first block;
+        an existing one must belong to the same coordinator on the same chain."""
+        existing = self.state()
+        if existing is not None:
+            if (existing.chain_id, existing.coordinator) != (
+                deployment.chain_id,
+                deployment.coordinator,
+            ):
+                raise DeploymentMismatch(
+                    f"this database indexes coordinator {existing.coordinator} on chain "
+                    f"{existing.chain_id}, not {deployment.coordinator} on chain "
+                    f"{deployment.chain_id}: use another database for this deployment"
+                )
+            if existing.confirmations != confirmations:
+                with self.engine.begin() as conn:
+                    conn.execute(schema.indexer_state.update().values(confirmations=confirmations))
+                return self.state()  # type: ignore[return-value]
+            return existing
+        with self.engine.begin() as conn:
+            conn.execute(
+                schema.indexer_state.insert().values(
+                    id=1,
+                    chain_id=deployment.chain_id,
+                    coordinator=deployment.coordinator,
+                    deployment_block=deployment.deployment_block,
+                    cursor_block=anchor.number,
+                    cursor_hash=anchor.hash,
+                    cursor_timestamp=anchor.timestamp,
+                    chain_head=anchor.number,
+                    confirmations=confirmations,
+                    updated_at=int(time.time()),
+                )
+            )
+            conn.execute(schema.blocks.insert().values(**_block_row(anchor)))
+        return self.state()  # type: ignore[return-value]
+
+    def kept_blocks(self) -> list[BlockRef]:
+        """The block hashes kept for reorg detection, newest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(schema.blocks).order_by(schema.blocks.c.number.desc()))
+            return [BlockRef(r.number, r.hash, r.parent_hash, 0) for r in rows]
+
+    def note_head(self, head: int) -> None:
+        """Records the chain head seen at a poll that had nothing new to apply (for the lag)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                schema.indexer_state.update().values(chain_head=head, updated_at=int(time.time()))
+            )
+
+    # ------------------------------------------------------------------------------ the writes
+
+    def apply_range(
+        self,
+        expected_cursor: int,
+        records: Records,
+        headers: Sequence[BlockRef],
+        end: BlockRef,
+        head: int,
+        keep_from: int,
+    ) -> None:
+        """Applies one block range in one transaction (see the module docstring).
+
+        ``headers`` are the range's blocks inside the unconfirmed window (their hashes are kept);
+        ``end`` is the range's last block (the new cursor); hashes below ``keep_from`` are pruned.
+        """
+        with self.engine.begin() as conn:
+            self._move_cursor(conn, expected_cursor, end, head)
+            for table, rows in records.rows.items():
+                if rows:
+                    conn.execute(table.insert(), rows)
+            recompute(conn, records.touched)
+            kept = {b.number: b for b in (*headers, end)}
+            if kept:
+                conn.execute(schema.blocks.delete().where(schema.blocks.c.number.in_(list(kept))))
+                conn.execute(schema.blocks.insert(), [_block_row(b) for b in kept.values()])
+            conn.execute(
+                schema.blocks.delete().where(schema.blocks.c.number < min(keep_from, end.number))
+            )
+
+    def rollback_to(self, expected_cursor: int, ancestor: BlockRef, head: int) -> Touched:
+        """Deletes every event row above ``ancestor`` and recomputes what they touched."""
+        touched = Touched()
+        with self.engine.begin() as conn:
+            self._move_cursor(conn, expected_cursor, ancestor, head)
+            touched = _touched_above(conn, ancestor.number)
+            for table in schema.EVENT_TABLES:
+                conn.execute(table.delete().where(table.c.block_number > ancestor.number))
+            recompute(conn, touched)
+            conn.execute(schema.blocks.delete().where(schema.blocks.c.number > ancestor.number))
+        return touched
+
+    def _move_cursor(self, conn: Connection, expected: int, to: BlockRef, head: int) -> None:
+        state = schema.indexer_state
+        result = conn.execute(
+            state.update()
+            .where(state.c.id == 1, state.c.cursor_block == expected)
+            .values(
+                cursor_block=to.number,
+                cursor_hash=to.hash,
+                cursor_timestamp=to.timestamp,
+                chain_head=head,
+                updated_at=int(time.time()),
+            )
+        )
+        if result.rowcount != 1:
+            raise ConcurrentWriter(
+                f"the database's cursor is no longer at block {expected}: another indexer is "
+                "writing to it; run one indexer per database"
+            )
+
+    # ------------------------------------------------------------------------------- reading
+
+    def counts(self) -> dict[str, int]:
+        """Rows per data table (progress output and tests)."""
+        with self.engine.connect() as conn:
+            return {
+                table.name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+                for table in schema.DATA_TABLES
+            }
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every data table's rows, sorted, without the columns that record when a write happened
+        (for comparing two databases that indexed the same chain)."""
+        volatile = {"updated_at", "chain_head"}
+        out = {}
+        with self.engine.connect() as conn:
+            for table in schema.DATA_TABLES:
+                columns = [c for c in table.columns if c.name not in volatile]
+                rows = conn.execute(select(*columns)).all()
+                out[table.name] = sorted(tuple(row) for row in rows)
+        return out
+
+
+def _block_row(block: BlockRef) -> dict[str, Any]:
+    return {"number": block.number, "hash": block.hash, "parent_hash": block.parent_hash}
+
+
+def _touched_above(conn: Connection, number: int) -> Touched:
+    """The derived keys that rows above block ``number`` contribute to."""
+    touched = Touched()
+    for row in conn.execute(
+        select(schema.registrations.c.peer).where(schema.registrations.c.block_number > number)
+    ):
+        touched.peers.add(row.peer)
+    for row in conn.execute(
+        select(schema.stake_changes.c.peer).where(schema.stake_changes.c.block_number > number)
+    ):
+        touched.peers.add(row.peer)
+    p, a, d = schema.publications, schema.attestations, schema.disputes
+    for row in conn.execute(select(p.c.round, p.c.peer).where(p.c.block_number > number)):
+        touched.peers.add(row.peer)
+        touched.rounds.add(row.round)
+        touched.batches.add((row.round, row.peer))
+    for row in conn.execute(
+        select(a.c.round, a.c.subject, a.c.attester).where(a.c.block_number > number)
+    ):
+        touched.peers.update((row.subject, row.attester))
+        touched.rounds.add(row.round)
+        touched.batches.add((row.round, row.subject))
+    for row in conn.execute(select(d.c.round, d.c.subject).where(d.c.block_number > number)):
+        touched.peers.add(row.subject)
+        touched.rounds.add(row.round)
+        touched.batches.add((row.round, row.subject))
+    return touched
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(normalise_url(url)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(invalid URL)"

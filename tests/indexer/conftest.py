@@ -1,0 +1,56 @@
+"""Fixtures of the indexer tests: fresh databases (SQLite files; Postgres when a server can be
+started, see postgres.py) and indexers on the session's test chain."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from web3 import Web3
+
+from coordinator_indexer.ingest import Indexer, IngestSettings
+from coordinator_indexer.store import Store
+from node.chain.deployment import Deployment
+from tests.chain_fixtures import TEST_RETRY
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> Callable[[str], str]:
+    """``sqlite_url(name)`` -> a URL of a new SQLite file in the test's directory."""
+    return lambda name="indexer": f"sqlite:///{tmp_path / name}.db"
+
+
+@pytest.fixture
+def open_store() -> Iterator[Callable[[str], Store]]:
+    """``open_store(url)`` -> a migrated Store, closed after the test."""
+    opened: list[Store] = []
+
+    def make(url: str) -> Store:
+        store = Store.open(url)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def make_indexer(
+    w3: Web3, deployment: Deployment, open_store: Callable[[str], Store], sqlite_url
+) -> Callable[..., Indexer]:
+    """``make_indexer(url=None, **settings)`` -> a prepared Indexer on the test chain."""
+
+    def make(url: str | None = None, **settings: object) -> Indexer:
+        options = {"confirmations": 6, "poll_interval": 0.05, **settings}
+        indexer = Indexer(
+            w3,
+            deployment,
+            open_store(url or sqlite_url()),
+            IngestSettings(**options),  # type: ignore[arg-type]
+            retry=TEST_RETRY,
+        )
+        indexer.prepare()
+        return indexer
+
+    return make
