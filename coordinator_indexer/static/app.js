@@ -210,7 +210,7 @@ function drawChart(container, series) {
   const yMin = Math.min(0, ...ys), yMax = Math.max(...ys, 1e-9);
   const x = (v) => left + ((v - xMin) / (xMax - xMin || 1)) * (width - left - right);
   const y = (v) => top + (1 - (v - yMin) / (yMax - yMin || 1)) * (height - top - bottom);
-  for (const t of niceTicks(yMin, yMax, 4)) {
+  for (const t of niceTicks(yMin, yMax, 5)) {
     root.append(svg("line", { x1: left, x2: width - right, y1: y(t), y2: y(t), class: "axis" }));
     root.append(svg("text", { x: left - 6, y: y(t) + 4, "text-anchor": "end", class: "tick" }, fmtTick(t)));
   }
