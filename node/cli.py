@@ -1,4 +1,4 @@
-"""``swarm``: the volunteer's command line (identity, stake, status; ``run`` comes with the node loop).
+"""``swarm``: the volunteer's command line: identity, stake, status, ``run``, ``local up``.
 
 Every command reads one TOML configuration (``--config``, env ``SWARM_CONFIG``, default
 ``node.toml``; missing file = all defaults). Secrets never go on the command line: the keystore
@@ -8,6 +8,7 @@ Nothing imports this module; it sits on top of the node.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,9 @@ from node.chain.events import Attested, EventReader, RolloutsPublished
 from node.chain.models import PeerStatus, TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config
+from node.policy.errors import PolicyError
+from node.round.errors import NodeError
+from node.storage import StoreError
 from node.identity import (
     IdentityError,
     create_keystore,
@@ -39,7 +43,7 @@ def _user_errors() -> Iterator[None]:
     """Turns the node's own error families into one-line messages, never a traceback."""
     try:
         yield
-    except (ChainError, ConfigError, IdentityError) as exc:
+    except (ChainError, ConfigError, IdentityError, NodeError, PolicyError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -202,6 +206,55 @@ def withdraw(ctx: click.Context) -> None:
     with _user_errors():
         stake = client.peer_info(client.account_address or "").stake
         _done(f"withdrew {format_eth(stake)}", client.withdraw())
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+
+@main.command()
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    help="Stop after this many rounds [default: round.max_rounds, else until Ctrl-C].",
+)
+@click.option("-v", "--verbose", count=True, help="-v: each peer's verdict; -vv: debug.")
+@click.pass_context
+def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
+    """Run this node: each round generate, publish, verify peers, train, attest, checkpoint.
+
+    \b
+    Prints one line per round: local reward, external groups used, rejected peer batches by
+    reason, step time. Ctrl-C stops after the current step with the state and adapter saved;
+    a restarted node resumes where it stopped and never publishes a round twice.
+    """
+    from node.round.factory import build_node  # torch and transformers load only for `run`
+    from node.round.loop import LoopSettings, StopSignal, run_node
+
+    config = _config(ctx)
+    _setup_logging(verbose)
+    account = _account(config)
+    click.echo(f"peer {account.address}: loading {config.model.source} ...")
+    with _user_errors():
+        node = build_node(config, account)
+    stop = StopSignal()
+    stop.install(lambda message: click.echo(message, err=True))
+    settings = LoopSettings(
+        collect_fraction=config.round.collect_fraction,
+        poll_interval=config.round.poll_interval,
+        max_rounds=rounds or config.round.max_rounds,
+    )
+    click.echo(f"running on {config.chain.rpc_url}; Ctrl-C to stop")
+    try:
+        with _user_errors():
+            done = run_node(node, settings, stop=stop, on_report=lambda r: click.echo(r.line()))
+    except KeyboardInterrupt:
+        raise click.ClickException(
+            "aborted; the state file was saved, the adapter of the "
+            "last completed round is in the checkpoint"
+        ) from None
+    click.echo(f"stopped after {done} round(s); state and adapter in {node.state_dir}")
 
 
 @main.command()

@@ -25,7 +25,7 @@ from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.errors import ChainError
 from node.chain.events import EventReader, RolloutsPublished
-from node.chain.models import Parameters
+from node.chain.models import Parameters, PeerStatus
 from node.chain.reverts import (
     SwarmCoordinatorAlreadyPublished,
     SwarmCoordinatorAlreadySettled,
@@ -41,7 +41,8 @@ from node.rollouts.schema import ModelInfo
 from node.round.learner import Learner, derived_seed
 from node.round.report import RoundReport
 from node.round.retry import retry_store
-from node.round.state import ChainIdentity, NodeState, OwnBatch, StateError, load_state, save_state
+from node.round.errors import NotActive, StateError
+from node.round.state import ChainIdentity, NodeState, OwnBatch, load_state, save_state
 from node.round.view import SwarmView, check_chain
 from node.sampling.intake import intake_round
 from node.sampling.selection import UniformSelection, VerifiedHistorySelection, select_external
@@ -144,6 +145,12 @@ class SwarmNode:
     def start(self) -> None:
         """Checks the chain and registration, loads the checkpoint and the state file."""
         check_chain(self.client, self.deployment)
+        status = self.client.peer_info(self.address).status
+        if status is not PeerStatus.ACTIVE:
+            raise NotActive(
+                f"{self.address} is {status.name.lower()} on this coordinator: only an active peer "
+                "publishes (swarm register --name NAME --stake AMOUNT)"
+            )
         self._genesis_seed = self.client.genesis_seed()
         self._params = self.client.parameters()
         identity = ChainIdentity(

@@ -26,13 +26,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from node.chain.models import Address, Attestation, Bytes32
+from node.round.errors import StateError
 
 STATE_FILE = "round-state.json"
 FORMAT = "swarm.node-state/1"
-
-
-class StateError(Exception):
-    """The state file is unreadable or belongs to another chain or peer."""
 
 
 class _Model(BaseModel):

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.chain.errors import PermanentChainError
+from node.round.errors import ChainReset
 from node.chain.events import (
     EventReader,
     ExitRequested,
@@ -25,10 +25,6 @@ from node.chain.events import (
     RolloutsPublished,
     Withdrawn,
 )
-
-
-class ChainReset(PermanentChainError):
-    """The chain no longer holds the deployment this node works with."""
 
 
 def check_chain(client: CoordinatorClient, deployment: Deployment) -> None:
