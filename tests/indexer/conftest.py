@@ -3,6 +3,7 @@ started, see postgres.py) and indexers on the session's test chain."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -39,14 +40,16 @@ def open_store() -> Iterator[Callable[[str], Store]]:
 def make_indexer(
     w3: Web3, deployment: Deployment, open_store: Callable[[str], Store], sqlite_url
 ) -> Callable[..., Indexer]:
-    """``make_indexer(url=None, **settings)`` -> a prepared Indexer on the test chain."""
+    """``make_indexer(url=None, **settings)`` -> a prepared Indexer on the test chain, on a new
+    SQLite database of its own unless ``url`` is given."""
+    made = itertools.count()
 
     def make(url: str | None = None, **settings: object) -> Indexer:
         options = {"confirmations": 6, "poll_interval": 0.05, **settings}
         indexer = Indexer(
             w3,
             deployment,
-            open_store(url or sqlite_url()),
+            open_store(url or sqlite_url(f"indexer-{next(made)}")),
             IngestSettings(**options),  # type: ignore[arg-type]
             retry=TEST_RETRY,
         )

@@ -65,7 +65,7 @@ def test_blocks_replaced_by_other_transactions_are_rolled_back_and_reapplied(
     kinds = sync_kinds(indexer)
     assert kinds[0] == "reorg"
     assert claims(indexer.store) == {"alice": 1111, "bob": 0, "carol": 2222, "dave": 0, "erin": 0}
-    fresh = make_indexer()
+    fresh = make_indexer(confirmations=20)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
 
@@ -108,7 +108,7 @@ def test_changed_attestations_recompute_verdicts_and_peers(
     assert (carol_batch.attestations, carol_batch.flags, carol_batch.verified_milli) == (2, 0, 9000)
     assert peers["carol"].verified_milli == 9000 + 8000 and peers["alice"].verified_milli == 0
     assert peers["alice"].attestations_given == 2
-    fresh = make_indexer()
+    fresh = make_indexer(confirmations=40)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
 
@@ -147,7 +147,7 @@ def test_anvil_reorg_replacing_the_last_blocks_is_repaired(
     state = indexer.store.state()
     assert state.cursor_block == head
     assert state.cursor_hash == "0x" + bytes(chain.w3.eth.get_block(head)["hash"]).hex()
-    fresh = make_indexer()
+    fresh = make_indexer(confirmations=10)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
     assert indexer.store.counts()["publications"] == fresh.store.counts()["publications"] == 5
@@ -172,7 +172,7 @@ def test_anvil_rollback_removes_rows_then_new_blocks_apply(
     )
     indexer.sync()
     assert claims(indexer.store)["dave"] == 77 and claims(indexer.store)["carol"] == 0
-    fresh = make_indexer()
+    fresh = make_indexer(confirmations=10)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
 
