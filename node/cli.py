@@ -25,6 +25,7 @@ from node.chain.models import PeerStatus, TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config
 from node.policy.errors import PolicyError
+from node.local.anvil import AnvilError
 from node.round.errors import NodeError
 from node.storage import StoreError
 from node.identity import (
@@ -43,7 +44,15 @@ def _user_errors() -> Iterator[None]:
     """Turns the node's own error families into one-line messages, never a traceback."""
     try:
         yield
-    except (ChainError, ConfigError, IdentityError, NodeError, PolicyError, StoreError) as exc:
+    except (
+        AnvilError,
+        ChainError,
+        ConfigError,
+        IdentityError,
+        NodeError,
+        PolicyError,
+        StoreError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -255,6 +264,101 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
             "last completed round is in the checkpoint"
         ) from None
     click.echo(f"stopped after {done} round(s); state and adapter in {node.state_dir}")
+
+
+@main.group()
+def local() -> None:
+    """A whole swarm on this machine: chain, contracts, store, nodes, indexer."""
+
+
+@local.command("up")
+@click.option("--nodes", default=3, show_default=True, type=click.IntRange(2, 10), help="Nodes.")
+@click.option("--rounds", default=4, show_default=True, type=click.IntRange(min=1), help="Rounds.")
+@click.option(
+    "--model",
+    default="smollm2-135m",
+    show_default=True,
+    help="Base model shared by the nodes: smollm2-135m, tiny (random, instant), or a folder.",
+)
+@click.option(
+    "--workdir",
+    default=Path(".swarm-local"),
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Working folder (recreated): chain log, keystores, store, node states.",
+)
+@click.option("--anvil-port", default=8545, show_default=True, help="Port of the local chain.")
+@click.option("--indexer-port", default=8000, show_default=True, help="Port of the leaderboard.")
+@click.option("--no-indexer", is_flag=True, help="Do not start the indexer and leaderboard.")
+@click.option(
+    "--keep/--no-keep",
+    default=True,
+    show_default=True,
+    help="Keep the chain and leaderboard up after the rounds, until Ctrl-C.",
+)
+@click.option("--tasks", "tasks_per_round", default=4, show_default=True, help="Tasks per round.")
+@click.option("--group-size", default=4, show_default=True, help="Completions per task (G).")
+@click.option("--local-groups", default=2, show_default=True, help="I: own groups trained on.")
+@click.option("--external-groups", default=2, show_default=True, help="J: peers' groups.")
+@click.option("--max-new-tokens", default=24, show_default=True, help="Longest completion.")
+def local_up(
+    nodes: int,
+    rounds: int,
+    model: str,
+    workdir: Path,
+    anvil_port: int,
+    indexer_port: int,
+    no_indexer: bool,
+    keep: bool,
+    tasks_per_round: int,
+    group_size: int,
+    local_groups: int,
+    external_groups: int,
+    max_new_tokens: int,
+) -> None:
+    """Start Anvil, deploy, register N funded keystores, run N nodes for R rounds.
+
+    \b
+    The nodes share one base model, each with its own LoRA adapter, and run in lockstep: all
+    publish, then all verify, train and attest; then the chain's clock jumps to the next round.
+    The indexer and leaderboard start when installed. Ctrl-C shuts everything down cleanly.
+    """
+    from node.local.swarm import LocalSwarmSettings  # torch loads only for this command
+    from node.local.up import run_local_swarm
+    from node.round.loop import StopSignal
+
+    settings = LocalSwarmSettings(
+        nodes=nodes,
+        rounds=rounds,
+        model=model,
+        workdir=workdir,
+        anvil_port=anvil_port,
+        indexer_port=indexer_port,
+        indexer=not no_indexer,
+        tasks_per_round=tasks_per_round,
+        group_size=group_size,
+        local_groups=local_groups,
+        external_groups=external_groups,
+        max_new_tokens=max_new_tokens,
+    )
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    stop = StopSignal()
+    stop.install(lambda message: click.echo(message, err=True))
+
+    def wait_after(leaderboard: str) -> None:
+        if keep:
+            click.echo(f"\nthe leaderboard stays up on {leaderboard}; Ctrl-C to shut down")
+            while not stop.sleep(3600):
+                pass
+
+    try:
+        with _user_errors():
+            run_local_swarm(
+                settings, echo=click.echo, should_stop=lambda: stop.requested, wait_after=wait_after
+            )
+    except KeyboardInterrupt:
+        raise click.ClickException("aborted") from None
+    click.echo("local swarm stopped")
 
 
 @main.command()

@@ -70,7 +70,9 @@ def anvil_binary() -> str:
     )
     candidate = candidate or shutil.which("anvil")
     if candidate is None:
-        raise AnvilError("anvil not found (expected node_modules/.bin/anvil): run scripts/bootstrap")
+        raise AnvilError(
+            "anvil not found (expected node_modules/.bin/anvil): run scripts/bootstrap"
+        )
     return candidate
 
 

@@ -21,7 +21,11 @@ def run_lockstep(
     on_report: Callable[[RoundReport], None] = lambda report: None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> list[RoundReport]:
-    """Runs ``rounds`` rounds of every node; ``advance(r)`` must make round ``r`` current."""
+    """Runs ``rounds`` rounds of every node; ``advance(r)`` must make round ``r`` current.
+
+    ``should_stop`` is asked before each node's step: a stop leaves every node's state saved
+    (each step saves what it did), to be resumed by a later run.
+    """
     if not nodes:
         raise ValueError("no nodes to run")
     for node in nodes:
@@ -33,8 +37,12 @@ def run_lockstep(
             break
         round_ = nodes[0].current_round()
         for node in nodes:
+            if should_stop():
+                return reports
             node.produce(round_)
         for node in nodes:
+            if should_stop():
+                return reports
             report = node.complete(round_)
             reports.append(report)
             on_report(report)

@@ -29,9 +29,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class NodeProcess:
-    """``swarm run`` in a subprocess, its output lines collected by a thread."""
+    """``swarm run`` (or another command) in a subprocess, its output lines collected by a thread."""
 
     def __init__(self, config: Path, cache: Path) -> None:
+        self._spawn([sys.executable, "-m", "node.cli", "--config", str(config), "run", "-v"], cache)
+
+    @classmethod
+    def start(cls, command: list[str], cache: Path) -> NodeProcess:
+        """Any command, with the same environment and output collection."""
+        process = cls.__new__(cls)
+        process._spawn(command, cache)
+        return process
+
+    def _spawn(self, command: list[str], cache: Path) -> None:
         env = dict(
             os.environ,
             SWARM_PW=PASSWORD,
@@ -40,7 +50,7 @@ class NodeProcess:
             PYTHONUNBUFFERED="1",
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "node.cli", "--config", str(config), "run", "-v"],
+            command,
             cwd=REPO,
             env=env,
             stdout=subprocess.PIPE,
@@ -70,8 +80,9 @@ class NodeProcess:
                 return line
         raise AssertionError("expected line never came; output:\n" + "\n".join(self.output))
 
-    def stop(self, sig: int = signal.SIGKILL) -> int:
-        if self.process.poll() is None:
+    def stop(self, sig: int | None = signal.SIGKILL) -> int:
+        """Sends ``sig`` (None: none, just wait for the exit); returns the exit code."""
+        if sig is not None and self.process.poll() is None:
             self.process.send_signal(sig)
         code = self.process.wait(timeout=60)
         while not self.lines.empty():

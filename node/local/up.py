@@ -1,0 +1,121 @@
+"""Running the local swarm: services up, N nodes over one base model, R rounds, clean shutdown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from node.chain.client import CoordinatorClient
+from node.chain.deployment import Deployment
+from node.local.devchain import DevChain
+from node.local.swarm import (
+    Echo,
+    LocalPeer,
+    LocalSwarmSettings,
+    Services,
+    advance_clock,
+    create_peers,
+    prepare_workdir,
+    start_chain,
+    start_indexer,
+    summary_lines,
+)
+from node.policy.adapters import AdapterPool
+from node.policy.generation import SamplingConfig
+from node.policy.grpo import GRPOConfig
+from node.policy.model import load_base
+from node.round.learner import Learner, LearnerSettings
+from node.round.lockstep import run_lockstep
+from node.round.node import NodeSettings, SwarmNode
+from node.round.report import RoundReport
+from node.storage import LocalStore
+
+
+def build_nodes(
+    settings: LocalSwarmSettings,
+    peers: list[LocalPeer],
+    deployment: Deployment,
+    rpc_url: str,
+    store: LocalStore,
+    echo: Echo,
+) -> list[SwarmNode]:
+    """One SwarmNode per peer, all over one base model loaded once."""
+    echo(f"loading {settings.model} (shared by the {len(peers)} nodes) ...")
+    base = load_base(settings.model)
+    pool = AdapterPool(base)
+    node_settings = NodeSettings(
+        tasks_per_round=settings.tasks_per_round,
+        group_size=settings.group_size,
+        local_groups=settings.local_groups,
+        external_groups=settings.external_groups,
+    )
+    nodes = []
+    for i, peer in enumerate(peers):
+        learner = Learner(
+            pool,
+            peer.name.replace("-", "_"),
+            base.tokenizer,
+            LearnerSettings(
+                sampling=SamplingConfig(max_new_tokens=settings.max_new_tokens),
+                grpo=GRPOConfig(max_completion_tokens=settings.max_new_tokens),
+                seed=i,
+            ),
+            shared=True,
+        )
+        client = CoordinatorClient.connect(rpc_url, deployment, account=peer.account)
+        nodes.append(
+            SwarmNode(client, deployment, store, learner, peer.folder / "state", node_settings)
+        )
+    return nodes
+
+
+def run_local_swarm(
+    settings: LocalSwarmSettings,
+    *,
+    echo: Echo = print,
+    should_stop: Callable[[], bool] = lambda: False,
+    wait_after: Callable[[str], None] = lambda leaderboard: None,
+) -> list[RoundReport]:
+    """Brings the swarm up, runs it, and always takes everything down again.
+
+    ``wait_after(leaderboard_url)`` is called after the rounds while everything is still up.
+    """
+    services = Services()
+    try:
+        workdir = prepare_workdir(settings.workdir, echo)
+        deployment = start_chain(settings, workdir, services, echo)
+        assert services.anvil is not None
+        rpc_url = services.anvil.url
+        peers = create_peers(settings.nodes, workdir, deployment, rpc_url, echo)
+        leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
+        store = LocalStore(workdir / "store")
+        nodes = build_nodes(settings, peers, deployment, rpc_url, store, echo)
+        names = {node.address: peer.name for node, peer in zip(nodes, peers)}
+        _print_where_to_look(workdir, rpc_url, leaderboard, peers, echo)
+        chain = DevChain(nodes[0].client.w3, deployment)
+        reports = run_lockstep(
+            nodes,
+            settings.rounds,
+            advance_clock(chain),
+            on_report=lambda report: echo(f"{names[report.peer]} {report.line()}"),
+            should_stop=should_stop,
+        )
+        echo("")
+        for line in summary_lines(reports, names):
+            echo(line)
+        if leaderboard is not None and not should_stop():
+            wait_after(leaderboard)
+        return reports
+    finally:
+        services.stop(echo)
+
+
+def _print_where_to_look(
+    workdir: Path, rpc_url: str, leaderboard: str | None, peers: list[LocalPeer], echo: Echo
+) -> None:
+    echo("")
+    echo(f"chain        {rpc_url}  (deployment {workdir / 'deployment.json'})")
+    echo(f"store        {workdir / 'store'}")
+    echo(f"leaderboard  {leaderboard or 'not running'}")
+    echo(f"a node       swarm --config {peers[0].config_path} status")
+    echo("")

@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""Protocol overhead of a round: the share of a node's busy time outside generation and training.
+
+Runs the local swarm (Anvil, the deployed coordinator, a local content store, N nodes over the
+shipped SmolLM2-135M by default) for R rounds in lockstep, exactly as ``swarm local up`` does,
+and adds up each node's phase timings from its round reports:
+
+- learning (the baseline, measured in the same run): ``generate`` and ``train``;
+- overhead: ``sign`` (scoring, canonical JSON, EIP-712 signature), ``store`` (put/get),
+  ``chain`` (publication checks, publish, event reads, attest, settle), ``verify`` (fetching
+  and re-scoring every peer's batch), ``checkpoint`` (adapter, optimizer and state files).
+
+Prints seconds per phase, the overhead as a share of busy time and as a ratio to learning time,
+against the 5 % target. Time waiting for peers is not busy time (lockstep never waits).
+Usage: .venv/bin/python scripts/bench_round_overhead.py [--nodes 3] [--rounds 3] [--model M]
+       [--tasks 4] [--group-size 4] [--max-new-tokens 24] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from node.local.anvil import free_port
+from node.local.swarm import LocalSwarmSettings
+from node.local.up import run_local_swarm
+from node.round.report import IDLE_PHASES, LEARNING_PHASES, RoundReport
+
+TARGET = 0.05
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as workdir:
+        settings = LocalSwarmSettings(
+            nodes=args.nodes,
+            rounds=args.rounds,
+            model=args.model,
+            workdir=Path(workdir) / "swarm",
+            anvil_port=free_port(),
+            indexer=False,
+            tasks_per_round=args.tasks,
+            group_size=args.group_size,
+            max_new_tokens=args.max_new_tokens,
+        )
+        started = time.perf_counter()
+        reports = run_local_swarm(settings, echo=lambda line: None)
+        wall = time.perf_counter() - started
+    print_table(reports, args, wall)
+
+
+def print_table(reports: list[RoundReport], args: argparse.Namespace, wall: float) -> None:
+    phases: dict[str, float] = defaultdict(float)
+    for report in reports:
+        for phase, seconds in report.timings.seconds.items():
+            phases[phase] += seconds
+    busy = sum(s for p, s in phases.items() if p not in IDLE_PHASES)
+    learning = sum(phases.get(p, 0.0) for p in LEARNING_PHASES)
+    overhead = busy - learning
+    print(
+        f"{args.nodes} nodes x {args.rounds} rounds on {args.model}: {args.tasks} tasks x "
+        f"G={args.group_size}, <= {args.max_new_tokens} new tokens; "
+        f"{torch.get_num_threads()} torch threads; whole run {wall:.1f}s (incl. setup)"
+    )
+    print(f"{'phase':<12}{'seconds':>10}{'share of busy':>16}")
+    for phase, seconds in sorted(phases.items(), key=lambda item: -item[1]):
+        kind = "learning" if phase in LEARNING_PHASES else "overhead"
+        print(f"{phase:<12}{seconds:>10.2f}{seconds / busy:>15.1%}  {kind}")
+    share = overhead / busy
+    print(
+        f"overhead {overhead:.2f}s = {share:.2%} of busy time "
+        f"({overhead / learning:.3f}x the learning baseline of {learning:.1f}s); "
+        f"target < {TARGET:.0%}: {'met' if share < TARGET else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

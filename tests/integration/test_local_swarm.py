@@ -1,0 +1,63 @@
+"""``swarm local up``, the README's demo command, as a user runs it (tiny model, small rounds)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from node.local.anvil import free_port
+from tests.integration.test_swarm_run import NodeProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def local_up(workdir: Path, *options: str) -> list[str]:
+    return [
+        sys.executable, "-m", "node.cli", "local", "up", "--model", "tiny", "--nodes", "2",
+        "--workdir", str(workdir), "--anvil-port", str(free_port()),
+        "--indexer-port", str(free_port()), "--no-indexer", *options,
+    ]  # fmt: skip
+
+
+def port_is_closed(url: str) -> bool:
+    port = int(url.rsplit(":", 1)[1])
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> None:
+    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "2", "--no-keep"), tmp_path)
+    try:
+        demo.wait_for(lambda line: line == "local swarm stopped", timeout=180)
+        assert demo.stop(None) == 0
+    finally:
+        demo.stop()
+    rounds = [line for line in demo.output if re.match(r"node-\d round \d+: ", line)]
+    assert len(rounds) == 4
+    assert all("published yes" in line and "peers verified 1" in line for line in rounds)
+    assert all("attested 1 (flags 0)" in line for line in rounds)
+    for name in ("node-0", "node-1"):
+        assert f"{name}: 2/2 rounds published" in "\n".join(demo.output)
+        assert (tmp_path / "demo" / "nodes" / name / "keystore.json").exists()
+        assert (tmp_path / "demo" / "nodes" / name / "state" / "round-state.json").exists()
+    chain = next(line for line in demo.output if line.startswith("chain "))
+    assert port_is_closed(chain.split()[1])  # anvil is gone
+
+
+def test_ctrl_c_stops_the_demo_midway_and_shuts_down_cleanly(tmp_path: Path) -> None:
+    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "50"), tmp_path)
+    try:
+        demo.wait_for(lambda line: line.startswith("node-1 round 0:"), timeout=180)
+        assert demo.stop(signal.SIGINT) == 0
+    finally:
+        demo.stop()
+    output = "\n".join(demo.output)
+    assert "stopping anvil" in output and "local swarm stopped" in output
+    assert "node-0: " in output and "Traceback" not in output
+    chain = next(line for line in demo.output if line.startswith("chain "))
+    assert port_is_closed(chain.split()[1])
