@@ -214,3 +214,17 @@ def test_a_deep_reorg_stops_serving_data(chain, client_for, dev_accounts, deploy
         assert service.wait(5)
     finally:
         service.stop()
+
+
+def test_the_listening_socket_says_tcp_so_keep_alive_answers_are_not_delayed() -> None:
+    """asyncio sets TCP_NODELAY only on sockets created with proto IPPROTO_TCP; without it each
+    keep-alive response waited ~40 ms for a delayed ACK (found by scripts/bench_indexer.py)."""
+    import socket
+
+    from coordinator_indexer.service import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
