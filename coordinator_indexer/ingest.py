@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -239,9 +238,3 @@ class Indexer:
 
 def _linked(headers: list[BlockRef]) -> bool:
     return all(b.parent_hash == a.hash for a, b in zip(headers, headers[1:], strict=False))
-
-
-def monotonic_rate(count: int, since: float) -> float:
-    """Events per second since ``since`` (``time.monotonic()``), 0 for no time."""
-    elapsed = time.monotonic() - since
-    return count / elapsed if elapsed > 0 else 0.0
