@@ -38,6 +38,8 @@ def _ingest_options(command: click.Command) -> click.Command:
             "rpc_url",
             default="http://127.0.0.1:8545",
             show_default=True,
+            envvar="SWARM_INDEXER_RPC",
+            show_envvar=True,
             help="JSON-RPC URL of the chain the coordinator lives on.",
         ),
         click.option(
@@ -45,6 +47,8 @@ def _ingest_options(command: click.Command) -> click.Command:
             type=click.Path(dir_okay=False, path_type=Path),
             default=Path("deployments/local.json"),
             show_default=True,
+            envvar="SWARM_INDEXER_DEPLOYMENT",
+            show_envvar=True,
             help="Deployment file written by swarm-deploy (coordinator address, first block).",
         ),
         click.option(
@@ -52,6 +56,8 @@ def _ingest_options(command: click.Command) -> click.Command:
             "db_url",
             default=DEFAULT_DB,
             show_default=True,
+            envvar="SWARM_INDEXER_DB",
+            show_envvar=True,
             help="Database URL: sqlite:///path.db (embedded) or postgresql://user:pw@host/db.",
         ),
         click.option(
@@ -108,7 +114,8 @@ def main() -> None:
       open http://127.0.0.1:8600/            the leaderboard page
       curl http://127.0.0.1:8600/health      lag in blocks; API under /api, schema /openapi.json
 
-    Every option can also come from the environment: SWARM_INDEXER_RUN_DB=... and so on.
+    --rpc, --deployment and --db may also come from SWARM_INDEXER_RPC, SWARM_INDEXER_DEPLOYMENT
+    and SWARM_INDEXER_DB (a Postgres URL with a password stays off the command line).
     """
 
 
@@ -221,5 +228,5 @@ def sync(
 
 
 def entry() -> None:
-    """Console-script entry point: options may also come from SWARM_INDEXER_<COMMAND>_<OPTION>."""
-    main(auto_envvar_prefix="SWARM_INDEXER")
+    """Console-script entry point (``swarm-indexer``)."""
+    main()

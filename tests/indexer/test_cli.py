@@ -3,6 +3,7 @@ cleanly on SIGINT and SIGTERM; user mistakes are one-line errors."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -117,9 +118,28 @@ def test_help_explains_the_commands() -> None:
     top = subprocess.run([*COMMAND, "--help"], capture_output=True, text=True, timeout=60)
     assert top.returncode == 0
     assert "verified" in top.stdout and "run" in top.stdout and "sync" in top.stdout
-    run = subprocess.run([*COMMAND, "run", "--help"], capture_output=True, text=True, timeout=60)
+    script = Path(sys.executable).with_name("swarm-indexer")  # the console script
+    run = subprocess.run([str(script), "run", "--help"], capture_output=True, text=True, timeout=60)
     for option in ("--rpc", "--deployment", "--db", "--confirmations", "--port", "--ready-file"):
         assert option in run.stdout
+    assert "SWARM_INDEXER_DB" in run.stdout
+
+
+def test_the_database_url_can_come_from_the_environment(chain, deployment, tmp_path) -> None:
+    db = tmp_path / "from-env.db"
+    synced = subprocess.run(
+        [*COMMAND, "sync", "--rpc", chain.w3.provider.endpoint_uri],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "SWARM_INDEXER_DB": f"sqlite:///{db}",
+            "SWARM_INDEXER_DEPLOYMENT": str(deployment.save(tmp_path / "d.json")),
+        },
+    )
+    assert synced.returncode == 0, synced.stderr
+    assert db.exists() and "indexed to block" in synced.stdout
 
 
 def test_mistakes_are_one_line_errors(chain, deployment, tmp_path) -> None:
