@@ -42,7 +42,8 @@ from node.chain.deployment import Deployment
 
 STATIC_DIR = Path(str(resources.files("coordinator_indexer") / "static"))
 MAX_PAGE = 500
-#: Without a live ingestion status (API-only mode), "ok" means at most this many blocks behind.
+#: "ok" means caught up once (when ingestion runs in this process) and at most this many blocks
+#: behind the head seen at the last poll.
 LAG_OK_BLOCKS = 10
 
 
@@ -164,9 +165,9 @@ def _health(store: Store, live: IngestStatus | None) -> Health:
         verdict = "error"
     elif state is None:
         verdict = "starting"
-    elif live is not None:
-        verdict = "ok" if live.caught_up else "catching_up"
-    else:
+    elif live is not None and not live.caught_up:
+        verdict = "catching_up"
+    else:  # caught up once, or API-only: judge by the lag seen at the last poll
         verdict = "ok" if state.lag <= LAG_OK_BLOCKS else "catching_up"
     return Health(
         status=verdict,
