@@ -110,6 +110,7 @@ def _one_round(node: SwarmNode, settings: LoopSettings, stop: StopSignal) -> Rou
     round_ = _wait_for_round(node, settings, stop)
     if round_ is None:
         return None
+    node.check_chain()  # a chain restarted while we waited would otherwise look merely empty
     node.produce(round_)
     if stop.requested:
         return None

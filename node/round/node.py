@@ -26,6 +26,7 @@ from node.chain.deployment import Deployment
 from node.chain.errors import ChainError
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import Parameters, PeerStatus
+from node.chain.rpc import RetryPolicy
 from node.chain.reverts import (
     SwarmCoordinatorAlreadyPublished,
     SwarmCoordinatorAlreadySettled,
@@ -40,7 +41,7 @@ from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import ModelInfo
 from node.round.learner import Learner, derived_seed
 from node.round.report import RoundReport
-from node.round.retry import retry_store
+from node.round.retry import STORE_RETRY, retry_store
 from node.round.errors import NotActive, StateError
 from node.round.state import ChainIdentity, NodeState, OwnBatch, load_state, save_state
 from node.round.view import SwarmView, check_chain
@@ -72,6 +73,7 @@ class NodeSettings:
     fetch_budget: float = 30.0
     settle_disputes: bool = True
     seed: int = 0
+    store_retry: RetryPolicy = STORE_RETRY
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ class SwarmNode:
 
     def start(self) -> None:
         """Checks the chain and registration, loads the checkpoint and the state file."""
-        check_chain(self.client, self.deployment)
+        self.check_chain()
         status = self.client.peer_info(self.address).status
         if status is not PeerStatus.ACTIVE:
             raise NotActive(
@@ -166,6 +168,7 @@ class SwarmNode:
                 "own checkpoint folder"
             )
         self.state = state or NodeState(peer=self.address, chain=identity)
+        self.view.refresh(self.client.block_number())
         info = self.learner.restore(self.state_dir)
         self.trained_round = None if info is None else info.round
         if info is not None:
@@ -179,6 +182,10 @@ class SwarmNode:
 
     def current_round(self) -> int:
         return self.client.current_round()
+
+    def check_chain(self) -> None:
+        """Raises ChainReset when the chain no longer holds this node's deployment."""
+        check_chain(self.client, self.deployment, seen_block=self.view.next_block - 1)
 
     def report(self, round: int) -> RoundReport:
         return self._reports.setdefault(round, RoundReport(round=round, peer=self.address))
@@ -229,7 +236,11 @@ class SwarmNode:
         with report.timings.measure("sign"):
             batch = self.build_batch(round, tasks, texts)
         with report.timings.measure("store"):
-            retry_store(lambda: self.store.put(batch.data, pin=True), what=f"storing round {round}")
+            retry_store(
+                lambda: self.store.put(batch.data, pin=True),
+                what=f"storing round {round}",
+                policy=self.settings.store_retry,
+            )
         record = OwnBatch(
             round=round,
             digest=batch.digest,
@@ -295,7 +306,9 @@ class SwarmNode:
         try:
             with report.timings.measure("store"):
                 data = retry_store(
-                    lambda: self.store.get(digest), what=f"reading our round {round}"
+                    lambda: self.store.get(digest),
+                    what=f"reading our round {round}",
+                    policy=self.settings.store_retry,
                 )
             batch = decode_batch(data)
         except Exception as exc:  # our own bytes: any failure only costs the local groups

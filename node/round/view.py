@@ -27,8 +27,15 @@ from node.chain.events import (
 )
 
 
-def check_chain(client: CoordinatorClient, deployment: Deployment) -> None:
-    """Raises :class:`ChainReset` unless the deployment is still on the chain, unchanged."""
+def check_chain(client: CoordinatorClient, deployment: Deployment, *, seen_block: int = 0) -> None:
+    """Raises :class:`ChainReset` unless the deployment is still on the chain, unchanged, and the
+    chain has at least the blocks this node has already seen (``seen_block``)."""
+    latest = client.block_number()
+    if latest < seen_block:
+        raise ChainReset(
+            f"the chain was reset: it is at block {latest}, this node has seen block {seen_block}. "
+            "Redeploy (swarm-deploy), register again and point chain.deployment at the new file."
+        )
     block_hash = client.block_hash(deployment.deployment_block)
     code = client.has_code()
     if block_hash != deployment.block_hash or not code:
