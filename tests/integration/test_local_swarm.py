@@ -6,9 +6,11 @@ import re
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from node.local.anvil import free_port
 from tests.integration.test_swarm_run import NodeProcess
@@ -20,7 +22,7 @@ def local_up(workdir: Path, *options: str) -> list[str]:
     return [
         sys.executable, "-m", "node.cli", "local", "up", "--model", "tiny", "--nodes", "2",
         "--workdir", str(workdir), "--anvil-port", str(free_port()),
-        "--indexer-port", str(free_port()), "--no-indexer", *options,
+        "--indexer-port", str(free_port()), *options,
     ]  # fmt: skip
 
 
@@ -31,7 +33,9 @@ def port_is_closed(url: str) -> bool:
 
 
 def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> None:
-    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "2", "--no-keep"), tmp_path)
+    demo = NodeProcess.start(
+        local_up(tmp_path / "demo", "--rounds", "2", "--no-keep", "--no-indexer"), tmp_path
+    )
     try:
         demo.wait_for(lambda line: line == "local swarm stopped", timeout=180)
         assert demo.stop(None) == 0
@@ -49,8 +53,48 @@ def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> 
     assert port_is_closed(chain.split()[1])  # anvil is gone
 
 
+def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> None:
+    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "2"), tmp_path)
+    try:
+        line = demo.wait_for(lambda line: "the leaderboard stays up on" in line, timeout=180)
+        url = line.split(" on ")[1].split(";")[0]
+        addresses = {
+            match.group(2): match.group(1)
+            for match in (
+                re.match(r"(node-\d): (0x[0-9a-fA-F]{40}) funded", x) for x in demo.output
+            )
+            if match
+        }
+        board = wait_for_leaderboard(url, peers=2, rounds=2)
+        assert {e["address"]: e["name"] for e in board["entries"]} == addresses
+        for entry in board["entries"]:
+            assert entry["rounds"] == 2 and entry["verified_rounds"] == 2
+            assert entry["attestations_given"] == 2 and entry["flags_received"] == 0
+        assert demo.stop(signal.SIGINT) == 0
+    finally:
+        demo.stop()
+    output = "\n".join(demo.output)
+    assert "stopping the indexer" in output and "local swarm stopped" in output
+    assert port_is_closed(url)
+
+
+def wait_for_leaderboard(url: str, *, peers: int, rounds: int) -> dict:
+    """The leaderboard once the indexer has caught up with ``rounds`` rounds of ``peers``."""
+    deadline = time.monotonic() + 60
+    while True:
+        board = requests.get(f"{url}/api/leaderboard", timeout=5).json()
+        entries = board["entries"]
+        if len(entries) == peers and all(e["verified_rounds"] == rounds for e in entries):
+            return board
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the leaderboard never showed {rounds} rounds: {board}")
+        time.sleep(0.5)
+
+
 def test_ctrl_c_stops_the_demo_midway_and_shuts_down_cleanly(tmp_path: Path) -> None:
-    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "50"), tmp_path)
+    demo = NodeProcess.start(
+        local_up(tmp_path / "demo", "--rounds", "50", "--no-indexer"), tmp_path
+    )
     try:
         demo.wait_for(lambda line: line.startswith("node-1 round 0:"), timeout=180)
         assert demo.stop(signal.SIGINT) == 0
