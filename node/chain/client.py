@@ -118,6 +118,11 @@ class CoordinatorClient:
             self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time")
         )
 
+    def latest_block(self) -> tuple[int, int]:
+        """Number and timestamp of the latest block."""
+        block = self._rpc(lambda: self.w3.eth.get_block("latest"), "reading the latest block")
+        return int(block["number"]), int(block["timestamp"])
+
     def block_number(self) -> int:
         return int(self._rpc(lambda: self.w3.eth.block_number, "reading the block number"))
 

@@ -69,9 +69,21 @@ class StopSignal:
         signal.signal(signal.SIGTERM, handle)
 
 
-def chain_now(node: SwarmNode) -> int:
-    """Best estimate of the time the next block will carry (an idle dev chain mines no blocks)."""
-    return max(node.client.chain_time(), int(time.time()))
+class ChainTime:
+    """The chain's time now: the latest block's timestamp plus the local time since that block
+    was first seen (a chain that mines only on demand, like an idle Anvil, has no new block to
+    read; the local clock's own offset to the chain never matters)."""
+
+    def __init__(self, node: SwarmNode, clock: Callable[[], float] = time.monotonic) -> None:
+        self.node = node
+        self.clock = clock
+        self._seen: tuple[int, int, float] | None = None  # block number, timestamp, seen at
+
+    def now(self) -> float:
+        number, timestamp = self.node.client.latest_block()
+        if self._seen is None or self._seen[0] != number:
+            self._seen = (number, timestamp, self.clock())
+        return timestamp + (self.clock() - self._seen[2])
 
 
 def run_node(
@@ -84,11 +96,12 @@ def run_node(
     """Runs rounds until ``max_rounds`` are done or a stop is requested; returns rounds done."""
     stop = stop or StopSignal()
     node.start()
+    chain_time = ChainTime(node)
     done = failures = 0
     try:
         while not stop.requested and (settings.max_rounds is None or done < settings.max_rounds):
             try:
-                report = _one_round(node, settings, stop)
+                report = _one_round(node, settings, stop, chain_time)
             except (RetryableChainError, StoreError) as exc:
                 if isinstance(exc, StoreError) and not exc.retryable:
                     raise
@@ -106,19 +119,23 @@ def run_node(
     return done
 
 
-def _one_round(node: SwarmNode, settings: LoopSettings, stop: StopSignal) -> RoundReport | None:
-    round_ = _wait_for_round(node, settings, stop)
+def _one_round(
+    node: SwarmNode, settings: LoopSettings, stop: StopSignal, chain_time: ChainTime
+) -> RoundReport | None:
+    round_ = _wait_for_round(node, settings, stop, chain_time)
     if round_ is None:
         return None
     node.check_chain()  # a chain restarted while we waited would otherwise look merely empty
     node.produce(round_)
     if stop.requested:
         return None
-    _wait_for_peers(node, round_, settings, stop)
+    _wait_for_peers(node, round_, settings, stop, chain_time)
     return node.complete(round_)
 
 
-def _wait_for_round(node: SwarmNode, settings: LoopSettings, stop: StopSignal) -> int | None:
+def _wait_for_round(
+    node: SwarmNode, settings: LoopSettings, stop: StopSignal, chain_time: ChainTime
+) -> int | None:
     """The round to work on now: the current one, once it is one this node has not done."""
     while not stop.requested:
         current = node.current_round()
@@ -127,17 +144,19 @@ def _wait_for_round(node: SwarmNode, settings: LoopSettings, stop: StopSignal) -
             if last is not None and current > last + 1:
                 log.info("skipping rounds %d-%d: this node fell behind", last + 1, current - 1)
             return current
-        wait = node.client.clock.end_of(current) - chain_now(node)
+        wait = node.client.clock.end_of(current) - chain_time.now()
         stop.sleep(min(settings.poll_interval, max(wait, 0.2)))
     return None
 
 
-def _wait_for_peers(node: SwarmNode, round_: int, settings: LoopSettings, stop: StopSignal) -> None:
+def _wait_for_peers(
+    node: SwarmNode, round_: int, settings: LoopSettings, stop: StopSignal, chain_time: ChainTime
+) -> None:
     clock = node.client.clock
     deadline = clock.start_of(round_) + settings.collect_fraction * clock.duration
     with node.report(round_).timings.measure("wait"):
         while not stop.requested and not node.everyone_published(round_):
-            left = deadline - chain_now(node)
+            left = deadline - chain_time.now()
             if left <= 0:
                 return
             stop.sleep(min(settings.poll_interval, left))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -528,6 +528,3 @@ def _pick_local(own: OwnRound, count: int, rng: random.Random) -> list[ScoredGro
     with_signal = [g for g in groups if len(set(g.rewards)) > 1]
     rng.shuffle(with_signal)
     return with_signal[:count]
-
-
-Progress = Callable[[RoundReport], None]

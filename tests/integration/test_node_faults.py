@@ -16,7 +16,7 @@ from node.chain.rpc import RetryPolicy, connect
 from node.local.anvil import start_anvil
 from node.policy.adapters import AdapterPool
 from node.round.errors import ChainReset, NotActive, StateError
-from node.round.loop import LoopSettings, run_node
+from node.round.loop import ChainTime, LoopSettings, run_node
 from node.round.node import SwarmNode
 from node.round.state import load_state
 from node.storage import LocalStore, StoreUnavailable
@@ -125,3 +125,17 @@ def test_a_restarted_chain_is_detected_and_reported(
             node.check_chain()
     finally:
         anvil.stop()
+
+
+def test_chain_time_runs_on_between_blocks_and_follows_each_new_one(
+    chain: ChainControl, dev_accounts: list[LocalAccount], node_factory: Callable[..., SwarmNode]
+) -> None:
+    node = node_factory(dev_accounts[1], "timer", register=False)
+    local = [100.0]
+    chain_time = ChainTime(node, clock=lambda: local[0])
+    start = chain.now()
+    assert chain_time.now() == start
+    local[0] += 7.5  # no block mined meanwhile: the chain's time still moves on
+    assert chain_time.now() == start + 7.5
+    chain.warp_to(start + 1000)  # a new block: its timestamp is the time again
+    assert chain_time.now() == start + 1000
