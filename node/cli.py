@@ -24,6 +24,7 @@ from node.chain.events import Attested, EventReader, RolloutsPublished
 from node.chain.models import PeerStatus, TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config
+from node.experiment.command import experiment as experiment_command
 from node.policy.errors import PolicyError
 from node.local.anvil import AnvilError
 from node.round.errors import NodeError
@@ -359,6 +360,9 @@ def local_up(
     except KeyboardInterrupt:
         raise click.ClickException("aborted") from None
     click.echo("local swarm stopped")
+
+
+main.add_command(experiment_command)
 
 
 @main.command()

@@ -1,0 +1,98 @@
+"""The chain exchange: one fresh Anvil + coordinator + local content store per unit.
+
+The nodes are plain :class:`SwarmNode` objects driven in lockstep (``run_lockstep``), exactly as
+``swarm local up`` runs them: publish on-chain, fetch from the store, verify, attest, settle,
+checkpoint. The peers' keys are derived from the experiment seed and the coordinator is deployed
+with a seed input derived from it too. The genesis seed also mixes in ``block.prevrandao``, which
+Anvil derives from the block's time: so each unit's Anvil starts at a fixed genesis time and the
+deployment block gets a fixed timestamp. Then the contract address, the genesis seed and with them
+every node's task stream are the same in every configuration of a seed (the runner checks it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from eth_utils import keccak
+
+from node.chain.client import CoordinatorClient
+from node.chain.deployer import deploy_coordinator
+from node.chain.deployment import Deployment
+from node.chain.rpc import connect
+from node.chain.transactions import TransactionSender
+from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
+from node.local.devchain import DevChain
+from node.local.swarm import ETHER, LocalSwarmSettings, advance_clock
+from node.round.learner import Learner
+from node.round.node import NodeSettings, SwarmNode
+from node.storage import LocalStore
+
+
+def experiment_accounts(seed: int, count: int) -> list[LocalAccount]:
+    """Fixed peer keys: keccak of a public string (test keys, never for anything real)."""
+    return [
+        Account.from_key(keccak(text=f"sapo-experiment/seed-{seed}/node-{i}")) for i in range(count)
+    ]
+
+
+#: Genesis time of every unit's Anvil (2026-01-01T00:00:00Z) and of its deployment block.
+GENESIS_TIME = 1767225600
+DEPLOY_TIME = GENESIS_TIME + 60
+
+
+def seed_input_for(seed: int) -> bytes:
+    return keccak(text=f"sapo-experiment/seed-input/{seed}")
+
+
+@dataclass
+class ChainUnit:
+    """A running unit: its Anvil, the deployment, the nodes and the clock to advance rounds."""
+
+    anvil: AnvilNode
+    deployment: Deployment
+    nodes: list[SwarmNode]
+    advance: Callable[[int], None]
+
+    def stop(self) -> None:
+        self.anvil.stop()
+
+
+def start_chain_unit(
+    folder: Path,
+    accounts: list[LocalAccount],
+    learners: list[Learner],
+    settings: NodeSettings,
+    seed: int,
+) -> ChainUnit:
+    """Anvil, the coordinator (the demo's parameters), funded and registered peers, the nodes."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    anvil = start_anvil(folder / "anvil.log", extra_args=("--timestamp", str(GENESIS_TIME)))
+    try:
+        w3 = connect(anvil.url)
+        w3.provider.make_request("evm_setNextBlockTimestamp", [DEPLOY_TIME])  # type: ignore[arg-type]
+        config = LocalSwarmSettings().deploy.model_copy(update={"seed_input": seed_input_for(seed)})
+        deployment = deploy_coordinator(
+            w3, Account.from_key(DEV_KEYS[0]), config, out=folder / "deployment.json"
+        )
+        funder = TransactionSender(w3, Account.from_key(DEV_KEYS[0]))
+        store = LocalStore(folder / "store")
+        nodes = []
+        for i, (account, learner) in enumerate(zip(accounts, learners)):
+            funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding node {i}")
+            client = CoordinatorClient.connect(anvil.url, deployment, account=account)
+            client.register(f"node-{i}", deployment.parameters.min_stake)
+            nodes.append(
+                SwarmNode(client, deployment, store, learner, folder / f"node-{i}", settings)
+            )
+        chain = DevChain(w3, deployment)
+        return ChainUnit(anvil, deployment, nodes, advance_clock(chain))
+    except BaseException:
+        anvil.stop()
+        raise

@@ -1,0 +1,108 @@
+"""``swarm experiment``: the click command (torch loads inside it, not on import)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from node.experiment.config import EXCHANGES, ExperimentConfig, Sharing
+
+
+def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    try:
+        return tuple(Sharing.parse(v) for v in value) or None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("experiment")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run folder: CSV, summary, plots, checkpoints. Run again with it to resume.",
+)
+@click.option(
+    "--config-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="TOML file with the settings below (options given on the command line win).",
+)
+@click.option("--nodes", type=click.IntRange(2, 10), help="Nodes per configuration [4].")
+@click.option("--rounds", type=click.IntRange(min=1), help="Rounds per configuration [20].")
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    callback=_configs,
+    help="An I/J configuration (I local + J external groups per step); repeat. [4/0 2/2 0/4]",
+)
+@click.option("--seed", "seeds", multiple=True, type=int, help="A seed; repeat for more [0].")
+@click.option(
+    "--exchange",
+    type=click.Choice(EXCHANGES),
+    help="chain: Anvil + contract + store (the real protocol) [default]; inprocess: the same "
+    "tasks, generation, verification, selection and GRPO step without chain and store.",
+)
+@click.option("--inprocess", is_flag=True, help="Shorthand for --exchange inprocess.")
+@click.option("--model", help="smollm2-135m [default], tiny, or a model folder.")
+@click.option("--preset", help="Task preset (dataset mix) [smol-easy].")
+@click.option("--tasks", "tasks_per_round", type=click.IntRange(min=1), help="Tasks per round [4].")
+@click.option("--group-size", type=click.IntRange(min=2), help="Completions per task, G [4].")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), help="Longest completion [16].")
+@click.option("--temperature", type=float, help="Sampling temperature [1.0].")
+@click.option("--lr", type=float, help="AdamW learning rate of the LoRA adapters [5e-4].")
+@click.option("--lora-rank", type=click.IntRange(min=1), help="LoRA rank [16].")
+@click.option("--window", type=click.IntRange(min=1), help="Moving-average window, rounds [5].")
+@click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads [2].")
+def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: object) -> None:
+    """Compare I/J sharing configurations (the SAPO experiment) on N nodes over one base model.
+
+    \b
+    Every configuration runs the same nodes (keys derived from the seed), the same genesis seed
+    and hence the same task streams, from the same initial adapters. Writes rounds.csv (a row
+    per node per round, as it goes), summary.md/.json and two PNG plots into --out; a progress
+    line per round. Killed? Run the same command again: finished rounds are kept (in-process:
+    from the last round's checkpoint; chain: an unfinished configuration is redone).
+    """
+    base = ExperimentConfig.from_toml(config_file) if config_file else ExperimentConfig()
+    if inprocess:
+        options["exchange"] = "inprocess"
+    if not options["seeds"]:
+        options["seeds"] = None
+    try:
+        config = base.merged(**options)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+    import torch  # torch and transformers load only for this command
+
+    from node.experiment.runner import ConfigMismatch, run_experiment
+    from node.policy.model import load_base
+    from node.round.loop import StopSignal
+
+    torch.set_num_threads(config.threads)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("node.sampling").setLevel(logging.ERROR)
+    stop = StopSignal()
+    stop.install(lambda message: click.echo(message, err=True))
+    click.echo(f"experiment: {config.to_json()}")
+    try:
+        complete = run_experiment(
+            config,
+            out,
+            load_model=lambda: load_base(config.model),
+            echo=click.echo,
+            should_stop=lambda: stop.requested,
+        )
+    except ConfigMismatch as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        raise click.ClickException("aborted; run the same command to resume") from None
+    click.echo(f"\n{(out / 'summary.md').read_text() if (out / 'summary.md').exists() else ''}")
+    click.echo(
+        f"results in {out}"
+        if complete
+        else f"stopped early; run the same command to resume ({out})"
+    )

@@ -1,0 +1,144 @@
+"""What an experiment runs: nodes, rounds, the I/J configurations, the learner, seeds, exchange."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+EXCHANGES = ("chain", "inprocess")
+_CONFIG = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True, order=True)
+class Sharing:
+    """One configuration: I local groups and J external groups per training step."""
+
+    local: int
+    external: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.local}/{self.external}"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.local}-{self.external}"
+
+    @classmethod
+    def parse(cls, text: str) -> Sharing:
+        match = _CONFIG.match(str(text))
+        if match is None:
+            raise ValueError(f"configuration {text!r}: write I/J, e.g. 4/0 or 2/2")
+        local, external = int(match[1]), int(match[2])
+        if local + external == 0:
+            raise ValueError(f"configuration {text!r} trains on nothing")
+        return cls(local, external)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Every knob of a run (all of it is written to ``config.json`` in the output folder)."""
+
+    nodes: int = 4
+    rounds: int = 20
+    configs: tuple[Sharing, ...] = (Sharing(4, 0), Sharing(2, 2), Sharing(0, 4))
+    seeds: tuple[int, ...] = (0,)
+    exchange: str = "chain"
+    model: str = "smollm2-135m"
+    preset: str = "smol-easy"
+    tasks_per_round: int = 4
+    group_size: int = 4
+    max_new_tokens: int = 16
+    temperature: float = 1.0
+    lr: float = 5e-4
+    lora_rank: int = 16
+    strategy: str = "uniform"
+    window: int = 5
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        if self.exchange not in EXCHANGES:
+            raise ValueError(f"exchange {self.exchange!r}: one of {', '.join(EXCHANGES)}")
+        if self.nodes < 2:
+            raise ValueError("an experiment needs at least 2 nodes (sharing needs peers)")
+        if self.rounds < 1 or not self.configs or not self.seeds:
+            raise ValueError("an experiment needs rounds, configurations and seeds")
+        if len(set(self.configs)) != len(self.configs) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("configurations and seeds must not repeat")
+        if self.group_size < 2 or self.tasks_per_round < 1:
+            raise ValueError("group size must be at least 2 and tasks per round at least 1")
+
+    @property
+    def baseline(self) -> Sharing:
+        """The no-sharing configuration (J = 0) if any, else the first one."""
+        return next((c for c in self.configs if c.external == 0), self.configs[0])
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["configs"] = [c.label for c in self.configs]
+        data["seeds"] = list(self.seeds)
+        return data
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> ExperimentConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown experiment settings: {', '.join(sorted(unknown))}")
+        values = dict(data)
+        if "configs" in values:
+            values["configs"] = tuple(Sharing.parse(c) for c in values["configs"])
+        if "seeds" in values:
+            values["seeds"] = tuple(int(s) for s in values["seeds"])
+        return cls(**values)
+
+    @classmethod
+    def from_toml(cls, path: Path) -> ExperimentConfig:
+        """A TOML file of the same keys (``configs = ["4/0", "2/2"]``; table ``[experiment]``
+        or top level)."""
+        data = tomllib.loads(Path(path).read_text())
+        return cls.from_mapping(data.get("experiment", data))
+
+    def merged(self, **overrides: Any) -> ExperimentConfig:
+        """This config with the given (non-None) values replaced."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def save_config(config: ExperimentConfig, path: Path) -> None:
+    path.write_text(json.dumps(config.to_json(), indent=2, sort_keys=True) + "\n")
+
+
+def load_config(path: Path) -> ExperimentConfig:
+    return ExperimentConfig.from_mapping(json.loads(path.read_text()))
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One configuration with one seed: N nodes trained for R rounds from fresh adapters."""
+
+    sharing: Sharing
+    seed: int
+
+    @property
+    def slug(self) -> str:
+        return f"c{self.sharing.slug}-s{self.seed}"
+
+
+def units(config: ExperimentConfig) -> list[Unit]:
+    """Seed-major order: every configuration of seed 0 first, so a cut-short run compares."""
+    return [Unit(c, s) for s in config.seeds for c in config.configs]
+
+
+__all__ = [
+    "EXCHANGES",
+    "ExperimentConfig",
+    "Sharing",
+    "Unit",
+    "load_config",
+    "save_config",
+    "units",
+]

@@ -1,0 +1,319 @@
+"""The run folder's files: ``rounds.csv`` (appended per round), ``summary.md``/``summary.json``,
+``cumulative_reward.png`` and ``moving_average_reward.png``.
+
+Cumulative reward of a configuration (as in the SAPO paper): the sum over rounds of the swarm's
+mean reward per round (the mean over nodes of each node's mean reward on its own completions), so
+its maximum is the number of rounds. Seeds are averaged. Intervals: a 95% t-interval over seeds
+when there are at least two; always also a 95% bootstrap over nodes (nodes resampled within each
+seed; for the gain, the same resample for the configuration and the baseline: node i has the same
+task stream in both).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from node.experiment.config import ExperimentConfig
+
+COLUMNS = (
+    "exchange",
+    "config",
+    "local_setting",
+    "external_setting",
+    "seed",
+    "round",
+    "node",
+    "peer",
+    "reward",
+    "local_groups",
+    "external_groups",
+    "verified_peers",
+    "rejected",
+    "trained",
+    "loss",
+    "tasks_digest",
+    "generate_s",
+    "train_s",
+    "busy_s",
+)
+
+# two-sided 95% Student t quantiles by degrees of freedom
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+class RoundsCsv:
+    """``rounds.csv``: one row per node per round, appended (and flushed) round by round."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def rows(self) -> list[dict[str, str]]:
+        if not self.path.exists():
+            return []
+        with self.path.open(newline="") as f:
+            return list(csv.DictReader(f))
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        new = not self.path.exists()
+        with self.path.open("a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerows(rows)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def keep(self, rounds_done: dict[tuple[str, int], int]) -> int:
+        """Drops rows past each unit's completed rounds (a killed round); returns how many."""
+        rows = self.rows()
+        kept = [
+            r for r in rows if int(r["round"]) < rounds_done.get((r["config"], int(r["seed"])), 0)
+        ]
+        if len(kept) != len(rows):
+            tmp = self.path.with_suffix(".tmp")
+            with tmp.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=COLUMNS)
+                writer.writeheader()
+                writer.writerows(kept)
+            tmp.replace(self.path)
+        return len(rows) - len(kept)
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's numbers over the rounds every unit completed."""
+
+    label: str
+    seeds: int
+    rounds: int
+    cumulative: float  # mean over seeds of the sum over rounds of the swarm-mean reward
+    seed_ci: tuple[float, float] | None
+    node_ci: tuple[float, float]
+    gain: float | None  # over the baseline, relative
+    gain_ci: tuple[float, float] | None
+    first: float  # mean reward of the first `window` rounds
+    last: float  # and of the last `window` rounds
+    local_groups: float  # groups trained on per node-round
+    external_groups: float
+    per_round: list[float]  # swarm-mean reward per round, averaged over seeds
+
+
+def _reward_table(
+    rows: Iterable[dict[str, str]],
+) -> dict[str, dict[int, dict[int, dict[int, float]]]]:
+    """config -> seed -> node -> round -> reward"""
+    table: dict[str, dict[int, dict[int, dict[int, float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(dict))
+    )
+    for r in rows:
+        reward = float(r["reward"]) if r["reward"] not in ("", "None") else 0.0
+        table[r["config"]][int(r["seed"])][int(r["node"])][int(r["round"])] = reward
+    return table
+
+
+def summarize(
+    config: ExperimentConfig, rows: list[dict[str, str]], *, resamples: int = 2000
+) -> tuple[list[ConfigResult], int]:
+    """Per configuration, over the rounds that every (configuration, seed) unit completed."""
+    table = _reward_table(rows)
+    present = [c for c in config.configs if c.label in table]
+    if not present:
+        return [], 0
+    seeds = sorted(set.intersection(*(set(table[c.label]) for c in present)))
+    rounds = (
+        min(len(table[c.label][s][n]) for c in present for s in seeds for n in table[c.label][s])
+        if seeds
+        else 0
+    )
+    if rounds == 0:
+        return [], 0
+    nodes = config.nodes
+
+    def matrix(label: str, seed: int) -> np.ndarray:  # nodes x rounds
+        return np.array(
+            [[table[label][seed][n].get(r, 0.0) for r in range(rounds)] for n in range(nodes)]
+        )
+
+    rng = np.random.default_rng(0)
+    picks = [rng.integers(0, nodes, size=(resamples, nodes)) for _ in seeds]
+
+    def boot(label: str) -> np.ndarray:  # resampled cumulative rewards, averaged over seeds
+        per_seed = [matrix(label, s).sum(axis=1)[p].mean(axis=1) for s, p in zip(seeds, picks)]
+        return np.mean(per_seed, axis=0)
+
+    base = config.baseline.label if config.baseline.label in table else present[0].label
+    base_boot = boot(base)
+    base_cum = float(np.mean([matrix(base, s).mean(axis=0).sum() for s in seeds]))
+    results = []
+    window = max(1, min(config.window, rounds))
+    for sharing in present:
+        label = sharing.label
+        per_seed = [matrix(label, s).mean(axis=0) for s in seeds]  # swarm mean per round
+        cums = np.array([p.sum() for p in per_seed])
+        mean_round = np.mean(per_seed, axis=0)
+        seed_ci = None
+        if len(seeds) >= 2:
+            half = _T95.get(len(seeds) - 1, 1.96) * cums.std(ddof=1) / math.sqrt(len(seeds))
+            seed_ci = (float(cums.mean() - half), float(cums.mean() + half))
+        b = boot(label)
+        node_ci = (float(np.percentile(b, 2.5)), float(np.percentile(b, 97.5)))
+        gain = gain_ci = None
+        if label != base and base_cum > 0:
+            gain = float(cums.mean() / base_cum - 1)
+            ratio = b / np.where(base_boot > 0, base_boot, np.nan) - 1
+            gain_ci = (float(np.nanpercentile(ratio, 2.5)), float(np.nanpercentile(ratio, 97.5)))
+        used = [
+            r
+            for r in rows
+            if r["config"] == label and int(r["seed"]) in seeds and int(r["round"]) < rounds
+        ]
+        results.append(
+            ConfigResult(
+                label=label,
+                seeds=len(seeds),
+                rounds=rounds,
+                cumulative=float(cums.mean()),
+                seed_ci=seed_ci,
+                node_ci=node_ci,
+                gain=gain,
+                gain_ci=gain_ci,
+                first=float(mean_round[:window].mean()),
+                last=float(mean_round[-window:].mean()),
+                local_groups=float(np.mean([int(r["local_groups"]) for r in used])),
+                external_groups=float(np.mean([int(r["external_groups"]) for r in used])),
+                per_round=[float(x) for x in mean_round],
+            )
+        )
+    return results, rounds
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def _gain(result: ConfigResult, config: ExperimentConfig) -> str:
+    if result.gain is not None:
+        return _pct(result.gain)
+    return "baseline" if result.label == config.baseline.label else "n/a (baseline 0)"
+
+
+def _interval(ci: tuple[float, float] | None, pct: bool = False) -> str:
+    if ci is None:
+        return "n/a"
+    return f"[{_pct(ci[0])}, {_pct(ci[1])}]" if pct else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def summary_markdown(
+    config: ExperimentConfig, results: list[ConfigResult], rounds: int, complete: bool
+) -> str:
+    seeds = results[0].seeds if results else 0
+    lines = [
+        f"exchange: **{config.exchange}** "
+        + (
+            "(Anvil + coordinator contract + local content store + verification + attestations)"
+            if config.exchange == "chain"
+            else "(in-process: same tasks, generation, verification, selection and GRPO step; "
+            "no chain, no store)"
+        ),
+        f"model {config.model}, preset {config.preset}, {config.nodes} nodes, "
+        f"{config.tasks_per_round} tasks x G={config.group_size} per node-round, "
+        f"max {config.max_new_tokens} new tokens, lr {config.lr}, LoRA r{config.lora_rank}, "
+        f"seeds {', '.join(map(str, config.seeds))}",
+        f"rounds compared: {rounds} of {config.rounds}"
+        + ("" if complete else " (PARTIAL: the run has not finished every unit)"),
+        "",
+        "| I/J | cumulative reward | 95% CI over seeds | 95% CI, bootstrap over nodes "
+        f"| gain vs {config.baseline.label} | gain 95% CI (bootstrap over nodes) "
+        f"| mean reward, first {min(config.window, rounds)} rounds | last {min(config.window, rounds)} "
+        "| groups used per node-round (local + external) |",
+        "| --- | ---: | --- | --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.label} | {r.cumulative:.2f} | "
+            + (_interval(r.seed_ci) if r.seed_ci else f"n/a ({seeds} seed)")
+            + f" | {_interval(r.node_ci)} | {_gain(r, config)} | "
+            f"{_interval(r.gain_ci, pct=True) if r.gain is not None else '-'} | "
+            f"{r.first:.3f} | {r.last:.3f} | {r.local_groups:.2f} + {r.external_groups:.2f} |"
+        )
+    lines += [
+        "",
+        "Cumulative reward = sum over rounds of the swarm's mean reward per round (mean over "
+        "nodes of each node's mean reward on its own completions); maximum = rounds.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(
+    folder: Path, config: ExperimentConfig, rows: list[dict[str, str]], complete: bool
+) -> list[ConfigResult]:
+    results, rounds = summarize(config, rows)
+    (folder / "summary.md").write_text(summary_markdown(config, results, rounds, complete))
+    (folder / "summary.json").write_text(
+        json.dumps(
+            {
+                "exchange": config.exchange,
+                "complete": complete,
+                "rounds": rounds,
+                "config": config.to_json(),
+                "results": [r.__dict__ for r in results],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    plot(folder, config, results)
+    return results
+
+
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over up to ``window`` values (shorter at the start)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot(folder: Path, config: ExperimentConfig, results: list[ConfigResult]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    title = (
+        f"{config.model}, {config.nodes} nodes, {config.preset}, "
+        f"{config.tasks_per_round}x{config.group_size} per round, {config.exchange} exchange"
+    )
+    for name, ylabel, series in (
+        ("cumulative_reward.png", "cumulative reward", lambda r: np.cumsum(r.per_round)),
+        (
+            "moving_average_reward.png",
+            f"mean reward, moving average over {config.window} rounds",
+            lambda r: moving_average(r.per_round, config.window),
+        ),
+    ):
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+        for r in results:
+            xs = np.arange(1, len(r.per_round) + 1)
+            ax.plot(xs, series(r), label=f"I/J = {r.label}", linewidth=1.8)
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(folder / name)
+        plt.close(fig)

@@ -1,0 +1,418 @@
+"""Runs every unit (configuration x seed) of an experiment into one folder, resumably.
+
+Folder layout::
+
+    config.json                 the settings; a resumed run must be given the same ones
+    rounds.csv                  one row per node per round, appended as each round finishes
+    summary.md, summary.json    the table (rewritten after every unit and at the end)
+    cumulative_reward.png, moving_average_reward.png
+    units/c<I>-<J>-s<seed>/     progress.json, unit.json (genesis seed, peers), checkpoints
+
+Resuming: with the in-process exchange each node's adapter and optimizer are checkpointed after
+every round (``node.policy.checkpoint``) with the count of rounds done, so a killed unit resumes
+from its last finished round and produces the same rows an uninterrupted run would (generation
+and selection seeds are derived from the seed, the peer and the round). With the chain exchange a
+unit's chain lives in its Anvil process: a killed unit is redone from round 0 on a fresh chain (its
+rows are dropped first); finished units are kept. Either way, rows past a unit's recorded
+progress (a round cut in the middle) are dropped from ``rounds.csv`` on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from node.experiment.chain import experiment_accounts, start_chain_unit
+from node.experiment.config import ExperimentConfig, Unit, load_config, save_config, units
+from node.experiment.inprocess import InProcessExchange, InProcessNode, genesis_seed_for
+from node.experiment.outputs import RoundsCsv, write_summary
+from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.generation import SamplingConfig
+from node.policy.grpo import GRPOConfig
+from node.policy.model import BaseModel
+from node.round.learner import Learner, LearnerSettings
+from node.round.lockstep import run_lockstep
+from node.round.node import NodeSettings, SwarmNode
+from node.round.report import RoundReport
+
+log = logging.getLogger(__name__)
+
+Echo = Callable[[str], None]
+
+
+class ConfigMismatch(ValueError):
+    """The output folder holds another experiment."""
+
+
+def node_settings(config: ExperimentConfig, unit: Unit) -> NodeSettings:
+    return NodeSettings(
+        preset=config.preset,
+        tasks_per_round=config.tasks_per_round,
+        local_groups=unit.sharing.local,
+        external_groups=unit.sharing.external,
+        group_size=config.group_size,
+        strategy=config.strategy,
+        seed=unit.seed,
+    )
+
+
+def learner_settings(config: ExperimentConfig, seed: int, index: int) -> LearnerSettings:
+    """The same for every configuration: node i of a seed starts from the same adapter."""
+    return LearnerSettings(
+        sampling=SamplingConfig(
+            max_new_tokens=config.max_new_tokens, temperature=config.temperature
+        ),
+        grpo=GRPOConfig(max_completion_tokens=config.max_new_tokens),
+        lora=LoraSettings(rank=config.lora_rank, alpha=2 * config.lora_rank),
+        optimizer=OptimizerSettings(lr=config.lr),
+        seed=seed * 1000 + index,
+    )
+
+
+def tasks_digest(node: SwarmNode, round: int) -> str:
+    """A short hash of the node's questions and answers of ``round`` (same tasks, same digest)."""
+    text = "\n".join(f"{t.question}\t{t.answer}" for t in node.tasks(round))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class UnitProgress:
+    rounds_done: int = 0
+    resumable: bool = True
+    genesis_seed: str = ""
+    peers: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @classmethod
+    def load(cls, path: Path) -> UnitProgress:
+        if not path.exists():
+            return cls()
+        return cls(**json.loads(path.read_text()))
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.__dict__, indent=2) + "\n")
+        tmp.replace(path)
+
+
+class ExperimentRunner:
+    """One invocation over an output folder (a later invocation with the same folder resumes)."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        out: Path,
+        *,
+        load_model: Callable[[], BaseModel],
+        learner_class: type[Learner] = Learner,
+        echo: Echo = print,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.config = config
+        self.out = Path(out)
+        self.load_model = load_model
+        self.learner_class = learner_class
+        self.echo = echo
+        self.should_stop = should_stop
+        self.csv = RoundsCsv(self.out / "rounds.csv")
+        self._pool: AdapterPool | None = None
+        self._started = time.monotonic()
+        self._round_seconds: list[float] = []
+
+    # ------------------------------------------------------------------ folder
+
+    def unit_dir(self, unit: Unit) -> Path:
+        return self.out / "units" / unit.slug
+
+    def progress(self, unit: Unit) -> UnitProgress:
+        return UnitProgress.load(self.unit_dir(unit) / "progress.json")
+
+    def prepare(self) -> None:
+        """Checks or writes ``config.json``; drops rows a killed run left past its progress."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        saved = self.out / "config.json"
+        if saved.exists():
+            existing = load_config(saved)
+            if existing != self.config:
+                raise ConfigMismatch(
+                    f"{self.out} holds an experiment with other settings ({saved}); resume it with "
+                    "the same settings or choose another output folder"
+                )
+            self.echo(f"resuming the experiment in {self.out}")
+        else:
+            save_config(self.config, saved)
+        done: dict[tuple[str, int], int] = {}
+        for unit in units(self.config):
+            progress = self.progress(unit)
+            if not progress.resumable and progress.rounds_done < self.config.rounds:
+                progress.rounds_done = 0  # a chain unit cut short is redone from round 0
+            done[(unit.sharing.label, unit.seed)] = progress.rounds_done
+        dropped = self.csv.keep(done)
+        if dropped:
+            self.echo(f"dropped {dropped} rows of rounds that had not finished")
+        self._log_run()
+
+    def _log_run(self) -> None:
+        path = self.out / "runs.json"
+        runs = json.loads(path.read_text()) if path.exists() else []
+        import torch
+
+        runs.append(
+            {
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "exchange": self.config.exchange,
+                "machine": platform.machine(),
+                "system": platform.platform(terse=True),
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "torch_threads": torch.get_num_threads(),
+            }
+        )
+        path.write_text(json.dumps(runs, indent=2) + "\n")
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> bool:
+        """Runs what is left; returns True when every unit has finished."""
+        self.prepare()
+        todo = units(self.config)
+        complete = True
+        for index, unit in enumerate(todo, 1):
+            progress = self.progress(unit)
+            if progress.rounds_done >= self.config.rounds:
+                self.echo(f"[{index}/{len(todo)}] {self._name(unit)}: done earlier")
+                continue
+            if self.should_stop():
+                complete = False
+                break
+            if not self.run_unit(unit, index, len(todo)):
+                complete = False
+                break
+            self.write_summary(complete=index == len(todo))
+        self.write_summary(complete=complete)
+        return complete
+
+    def write_summary(self, *, complete: bool) -> None:
+        rows = self.csv.rows()
+        if rows:
+            write_summary(self.out, self.config, rows, complete)
+
+    def _name(self, unit: Unit) -> str:
+        return f"config {unit.sharing.label} seed {unit.seed}"
+
+    @property
+    def pool(self) -> AdapterPool:
+        if self._pool is None:
+            self.echo(f"loading {self.config.model} ...")
+            self._pool = AdapterPool(self.load_model())
+        return self._pool
+
+    def _learners(self, unit: Unit) -> list[Learner]:
+        pool, learners = self.pool, []
+        for i in range(self.config.nodes):
+            name, attempt = f"{unit.slug}_n{i}", 0
+            while name in pool:  # a unit redone in this process starts from a fresh adapter
+                attempt += 1
+                name = f"{unit.slug}_n{i}_{attempt}"
+            learners.append(
+                self.learner_class(
+                    pool,
+                    name,
+                    pool.base.tokenizer,
+                    learner_settings(self.config, unit.seed, i),
+                    shared=True,
+                )
+            )
+        return learners
+
+    def run_unit(self, unit: Unit, index: int, total: int) -> bool:
+        """Runs (or resumes) one unit; returns False when stopped before its last round."""
+        folder = self.unit_dir(unit)
+        progress = self.progress(unit)
+        accounts = experiment_accounts(unit.seed, self.config.nodes)
+        learners = self._learners(unit)
+        settings = node_settings(self.config, unit)
+        chain_unit = None
+        if self.config.exchange == "chain":
+            start = 0
+            chain_unit = start_chain_unit(folder, accounts, learners, settings, unit.seed)
+            nodes = chain_unit.nodes
+            advance = chain_unit.advance
+            progress = UnitProgress(resumable=False)
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            start = progress.rounds_done
+            exchange = InProcessExchange(genesis_seed_for(unit.seed), round=start)
+            nodes = [
+                InProcessNode(account, exchange, learner, settings)
+                for account, learner in zip(accounts, learners)
+            ]
+            advance = exchange.advance
+            if start:
+                for i, learner in enumerate(learners):
+                    info = learner.restore(folder / f"node-{i}")
+                    if info is None or info.round != start - 1:
+                        raise RuntimeError(
+                            f"{folder / f'node-{i}'}: no checkpoint of round {start - 1}; "
+                            "delete the unit's folder to redo it"
+                        )
+        try:
+            for node in nodes:
+                node.start()
+            first = nodes[0].current_round() - start  # the chain's round of experiment round 0
+            self._check_genesis(unit, nodes)
+            progress.genesis_seed = "0x" + nodes[0]._genesis_seed.hex()
+            progress.peers = [n.address for n in nodes]
+            progress.save(folder / "progress.json")
+            self.echo(
+                f"[{index}/{total}] {self._name(unit)}: {self.config.exchange} exchange, "
+                + (f"resuming at round {start}" if start else "from round 0")
+            )
+            by_peer = {n.address: i for i, n in enumerate(nodes)}
+            pending: dict[int, list[RoundReport]] = {}
+            round_started = [time.monotonic()]
+
+            def on_report(report: RoundReport) -> None:
+                pending.setdefault(report.round, []).append(report)
+                if len(pending[report.round]) < len(nodes):
+                    return
+                reports = sorted(pending.pop(report.round), key=lambda r: by_peer[r.peer])
+                round_ = report.round - first
+                self._finish_round(unit, nodes, reports, round_, report.round, progress, folder)
+                elapsed = time.monotonic() - round_started[0]
+                round_started[0] = time.monotonic()
+                progress.seconds += elapsed
+                self._round_seconds.append(elapsed)
+                self._progress_line(unit, index, total, round_, reports, elapsed)
+
+            run_lockstep(
+                nodes,
+                self.config.rounds - start,
+                advance,
+                on_report=on_report,
+                should_stop=self.should_stop,
+            )
+        finally:
+            if chain_unit is not None:
+                chain_unit.stop()
+        return progress.rounds_done >= self.config.rounds
+
+    def _check_genesis(self, unit: Unit, nodes: list[SwarmNode]) -> None:
+        """Every configuration of a seed must see the same genesis seed and peers."""
+        mine = "0x" + nodes[0]._genesis_seed.hex()
+        for other in units(self.config):
+            if other.seed != unit.seed or other == unit:
+                continue
+            seen = self.progress(other)
+            if seen.genesis_seed and seen.genesis_seed != mine:
+                raise RuntimeError(
+                    f"{unit.slug} got genesis seed {mine}, {other.slug} had {seen.genesis_seed}: "
+                    "the configurations would not see the same tasks"
+                )
+
+    def _finish_round(
+        self,
+        unit: Unit,
+        nodes: list[SwarmNode],
+        reports: list[RoundReport],
+        round_: int,
+        chain_round: int,
+        progress: UnitProgress,
+        folder: Path,
+    ) -> None:
+        rows: list[dict[str, Any]] = []
+        for i, (node, report) in enumerate(zip(nodes, reports)):
+            t = report.timings.seconds
+            rows.append(
+                {
+                    "exchange": self.config.exchange,
+                    "config": unit.sharing.label,
+                    "local_setting": unit.sharing.local,
+                    "external_setting": unit.sharing.external,
+                    "seed": unit.seed,
+                    "round": round_,
+                    "node": i,
+                    "peer": node.address,
+                    "reward": "" if report.local_reward is None else f"{report.local_reward:.6f}",
+                    "local_groups": report.local_groups,
+                    "external_groups": report.external_groups,
+                    "verified_peers": report.verified_peers,
+                    "rejected": sum(report.rejections.values()),
+                    "trained": int(report.trained),
+                    "loss": "" if report.loss is None else f"{report.loss:.6f}",
+                    "tasks_digest": tasks_digest(node, chain_round),
+                    "generate_s": f"{t.get('generate', 0.0):.3f}",
+                    "train_s": f"{t.get('train', 0.0):.3f}",
+                    "busy_s": f"{report.timings.busy:.3f}",
+                }
+            )
+        self.csv.append(rows)
+        if self.config.exchange == "inprocess":
+            for i, node in enumerate(nodes):
+                node.learner.save(folder / f"node-{i}", round_, {"peer": node.address})
+        progress.rounds_done = round_ + 1
+        progress.save(folder / "progress.json")
+
+    def _progress_line(
+        self,
+        unit: Unit,
+        index: int,
+        total: int,
+        round_: int,
+        reports: list[RoundReport],
+        elapsed: float,
+    ) -> None:
+        rewards = [r.local_reward or 0.0 for r in reports]
+        mean = sum(rewards) / len(rewards)
+        left_rounds = self.config.rounds - round_ - 1
+        left_units = sum(
+            1
+            for u in units(self.config)[index:]
+            if self.progress(u).rounds_done < self.config.rounds
+        )
+        recent = self._round_seconds[-10:]
+        per_round = sum(recent) / len(recent)
+        eta = per_round * (left_rounds + left_units * self.config.rounds)
+        self.echo(
+            f"[{index}/{total}] {self._name(unit)} round {round_ + 1}/{self.config.rounds}: "
+            f"reward {mean:.3f} ({' '.join(f'{x:.2f}' for x in rewards)}), groups "
+            f"{sum(r.local_groups for r in reports)}+{sum(r.external_groups for r in reports)}, "
+            f"{elapsed:.0f}s, elapsed {_clock(time.monotonic() - self._started)}, "
+            f"eta {_clock(eta)}"
+        )
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return (
+        f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+        if seconds >= 3600
+        else (f"{seconds // 60}m{seconds % 60:02d}s")
+    )
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    out: Path,
+    *,
+    load_model: Callable[[], BaseModel],
+    learner_class: type[Learner] = Learner,
+    echo: Echo = print,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> bool:
+    """Runs (or resumes) the experiment in ``out``; True when every unit has finished."""
+    return ExperimentRunner(
+        config,
+        out,
+        load_model=load_model,
+        learner_class=learner_class,
+        echo=echo,
+        should_stop=should_stop,
+    ).run()

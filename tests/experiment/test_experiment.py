@@ -1,0 +1,236 @@
+"""``swarm experiment`` with the tiny model: outputs, identical task streams, who uses peers'
+groups, resume after a crash, the chain exchange and the command line.
+
+The tiny random model never answers correctly; :class:`AnsweringLearner` (tests/integration)
+appends the reference answer to every other completion so that groups carry a learning signal.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from node.experiment.config import ExperimentConfig, Sharing
+from node.experiment.outputs import moving_average
+from node.experiment.runner import ConfigMismatch, run_experiment
+from node.policy.grpo import ScoredGroup, StepMetrics
+from node.policy.model import BaseModel, tiny_model
+from tests.integration.swarm import AnsweringLearner
+
+pytestmark = pytest.mark.timeout(120)
+
+OUTPUTS = (
+    "config.json",
+    "rounds.csv",
+    "summary.md",
+    "summary.json",
+    "cumulative_reward.png",
+    "moving_average_reward.png",
+)
+# the columns that must not depend on whether a run was interrupted (not the timings)
+RESULT_COLUMNS = (
+    "config",
+    "seed",
+    "round",
+    "node",
+    "peer",
+    "reward",
+    "local_groups",
+    "external_groups",
+    "trained",
+    "loss",
+    "tasks_digest",
+)
+
+
+def _config(**overrides: object) -> ExperimentConfig:
+    settings: dict[str, object] = dict(
+        nodes=3,
+        rounds=2,
+        configs=(Sharing(2, 0), Sharing(1, 1), Sharing(0, 2)),
+        exchange="inprocess",
+        model="tiny",
+        tasks_per_round=3,
+        group_size=4,
+        max_new_tokens=6,
+        threads=1,
+    )
+    settings.update(overrides)
+    return ExperimentConfig(**settings)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def load_model(tiny_base: BaseModel) -> Callable[[], BaseModel]:
+    """A fresh tiny model per run (an adapter pool injects LoRA layers into its base)."""
+
+    def load() -> BaseModel:
+        model = tiny_model(tiny_base.tokenizer, seed=0).eval().requires_grad_(False)
+        return BaseModel(name="tiny", model=model, tokenizer=tiny_base.tokenizer)
+
+    return load
+
+
+def _rows(folder: Path) -> list[dict[str, str]]:
+    with (folder / "rounds.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _results(folder: Path) -> list[tuple[str, ...]]:
+    return sorted(tuple(r[c] for c in RESULT_COLUMNS) for r in _rows(folder))
+
+
+def _crashing(after: int) -> type[AnsweringLearner]:
+    """A learner class whose ``after``-th training step (over all nodes) raises."""
+    calls = [0]
+
+    class Crashing(AnsweringLearner):
+        def train(self, groups: list[ScoredGroup]) -> StepMetrics:  # type: ignore[override]
+            calls[0] += 1
+            if calls[0] == after:
+                raise KeyboardInterrupt("killed")
+            return super().train(groups)
+
+    return Crashing
+
+
+def _check_experiment(folder: Path, config: ExperimentConfig) -> list[dict[str, str]]:
+    for name in OUTPUTS:
+        assert (folder / name).stat().st_size > 0, name
+    assert (folder / "cumulative_reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = _rows(folder)
+    assert len(rows) == len(config.configs) * config.rounds * config.nodes
+    assert {r["exchange"] for r in rows} == {config.exchange}
+
+    # identical task streams: the same peers and the same questions per node per round
+    tasks: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for r in rows:
+        tasks[(r["round"], r["node"])].add((r["peer"], r["tasks_digest"]))
+    assert len(tasks) == config.rounds * config.nodes
+    assert all(len(seen) == 1 for seen in tasks.values()), tasks
+    assert len({r["tasks_digest"] for r in rows}) == config.rounds * config.nodes
+
+    # the baseline never trains on peers' groups; the shared configurations do
+    external: dict[str, int] = defaultdict(int)
+    local: dict[str, int] = defaultdict(int)
+    for r in rows:
+        external[r["config"]] += int(r["external_groups"])
+        local[r["config"]] += int(r["local_groups"])
+        assert int(r["local_groups"]) <= int(r["local_setting"])
+        assert int(r["external_groups"]) <= int(r["external_setting"])
+    baseline = config.baseline.label
+    assert external[baseline] == 0 and local[baseline] > 0
+    for sharing in config.configs:
+        if sharing.external:
+            assert external[sharing.label] > 0, sharing
+        if sharing.local == 0:
+            assert local[sharing.label] == 0
+
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["complete"] and summary["exchange"] == config.exchange
+    assert summary["rounds"] == config.rounds
+    assert [r["label"] for r in summary["results"]] == [c.label for c in config.configs]
+    text = (folder / "summary.md").read_text()
+    assert f"exchange: **{config.exchange}**" in text and "n/a (1 seed)" in text
+    return rows
+
+
+def test_inprocess_outputs_identical_tasks_and_resume(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    config = _config()
+    lines: list[str] = []
+    whole = tmp_path / "whole"
+    assert run_experiment(
+        config, whole, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    _check_experiment(whole, config)
+    assert any("config 1/1 seed 0 round 2/2: reward" in line for line in lines)
+
+    # killed in the middle of the second configuration's second round (11th training step)
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, cut, load_model=load_model, learner_class=_crashing(11))
+    progress = json.loads((cut / "units" / "c1-1-s0" / "progress.json").read_text())
+    assert progress["rounds_done"] == 1
+    assert len(_rows(cut)) == 2 * 3 + 1 * 3  # the first unit and one round of the second
+    assert not (cut / "units" / "c0-2-s0" / "progress.json").exists()
+    lines = []
+    assert run_experiment(
+        config, cut, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    assert "config 2/0 seed 0: done earlier" in "\n".join(lines)
+    assert any("resuming at round 1" in line for line in lines)
+    assert _results(cut) == _results(whole)
+
+    # the folder belongs to these settings
+    with pytest.raises(ConfigMismatch):
+        run_experiment(config.merged(rounds=4), cut, load_model=load_model)
+
+
+@pytest.mark.integration
+def test_chain_exchange_and_redo_after_a_crash(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    config = _config(exchange="chain", configs=(Sharing(2, 0), Sharing(1, 2)))
+    folder = tmp_path / "chain"
+    # killed in the second configuration's second round: that configuration is redone
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, folder, load_model=load_model, learner_class=_crashing(11))
+    lines: list[str] = []
+    assert run_experiment(
+        config, folder, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    assert "dropped 3 rows" in "\n".join(lines)
+    assert any("config 1/2 seed 0: chain exchange, from round 0" in line for line in lines)
+    rows = _check_experiment(folder, config)
+    seeds = {
+        json.loads((folder / "units" / u / "progress.json").read_text())["genesis_seed"]
+        for u in ("c2-0-s0", "c1-2-s0")
+    }
+    assert len(seeds) == 1
+    assert all(int(r["verified_peers"]) == config.nodes - 1 for r in rows)
+
+
+def test_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from node.cli import main
+
+    toml = tmp_path / "exp.toml"
+    toml.write_text('[experiment]\nnodes = 3\nconfigs = ["2/0", "1/1"]\nrounds = 2\n')
+    seen: dict[str, object] = {}
+
+    def fake_run(config: ExperimentConfig, out: Path, **kwargs: object) -> bool:
+        seen["config"], seen["out"] = config, out
+        return True
+
+    monkeypatch.setattr("node.experiment.runner.run_experiment", fake_run)
+    monkeypatch.setattr("torch.set_num_threads", lambda n: None)
+    result = CliRunner().invoke(
+        main,
+        ["experiment", "--out", str(tmp_path / "o"), "--config-file", str(toml), "--inprocess"]
+        + ["--rounds", "5", "--seed", "1", "--seed", "2", "--lr", "0.001", "--model", "tiny"],
+    )
+    assert result.exit_code == 0, result.output
+    config = seen["config"]
+    assert isinstance(config, ExperimentConfig)
+    assert config.nodes == 3 and config.rounds == 5 and config.seeds == (1, 2)
+    assert config.configs == (Sharing(2, 0), Sharing(1, 1)) and config.exchange == "inprocess"
+    assert config.lr == 0.001 and config.baseline == Sharing(2, 0)
+
+    bad = CliRunner().invoke(main, ["experiment", "--out", str(tmp_path), "--config", "2x2"])
+    assert bad.exit_code != 0 and "write I/J" in bad.output
+
+
+def test_moving_average_and_config_parsing() -> None:
+    assert moving_average([1.0, 0.0, 1.0, 1.0], 2) == [1.0, 0.5, 0.5, 1.0]
+    assert Sharing.parse(" 4 / 4 ") == Sharing(4, 4)
+    with pytest.raises(ValueError):
+        Sharing.parse("0/0")
+    with pytest.raises(ValueError):
+        ExperimentConfig(exchange="carrier-pigeon")
+    assert ExperimentConfig(configs=(Sharing(2, 2), Sharing(3, 1))).baseline == Sharing(2, 2)
