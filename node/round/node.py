@@ -23,7 +23,7 @@ from eth_utils import to_checksum_address
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.chain.errors import ChainError
+from node.chain.errors import ChainError, ContractRevert
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import Parameters, PeerStatus
 from node.chain.rpc import RetryPolicy
@@ -39,7 +39,9 @@ from node.rollouts import decode_batch
 from node.rollouts.assemble import assemble_batch
 from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import ModelInfo
+from node.round.attestations import plan_attestations
 from node.round.learner import Learner, derived_seed
+from node.round.own import BatchToPublish, OwnRound, pick_local
 from node.round.report import RoundReport
 from node.round.retry import STORE_RETRY, retry_store
 from node.round.errors import NotActive, StateError
@@ -74,37 +76,6 @@ class NodeSettings:
     settle_disputes: bool = True
     seed: int = 0
     store_retry: RetryPolicy = STORE_RETRY
-
-
-@dataclass(frozen=True)
-class BatchToPublish:
-    """Stored bytes and the numbers ``publishRollouts`` commits."""
-
-    data: bytes
-    digest: bytes
-    groups: int
-    completions: int
-    reward_sum: int
-
-
-@dataclass(frozen=True)
-class OwnRound:
-    """This node's tasks of a round with its completions and their rewards (for training)."""
-
-    tasks: tuple[TaskItem, ...]
-    texts: tuple[tuple[str, ...], ...]
-    rewards: tuple[tuple[float, ...], ...]
-
-    @property
-    def mean_reward(self) -> float | None:
-        flat = [r for group in self.rewards for r in group]
-        return sum(flat) / len(flat) if flat else None
-
-    def scored_groups(self) -> list[ScoredGroup]:
-        return [
-            ScoredGroup(build_messages(task), list(texts), list(rewards))
-            for task, texts, rewards in zip(self.tasks, self.texts, self.rewards)
-        ]
 
 
 class SwarmNode:
@@ -319,13 +290,7 @@ class SwarmNode:
                 exc,
             )
             return None
-        tasks = self.tasks(round)
-        groups = batch.body.groups
-        own = OwnRound(
-            tasks=tuple(tasks[g.task.index] for g in groups),
-            texts=tuple(tuple(c.text for c in g.completions) for g in groups),
-            rewards=tuple(tuple(c.reward for c in g.completions) for g in groups),
-        )
+        own = OwnRound.from_batch(batch, self.tasks(round))
         self._own[round] = own
         return own
 
@@ -423,7 +388,7 @@ class SwarmNode:
         """One GRPO step on up to I local and J verified external groups."""
         rng = random.Random(derived_seed("select", self.settings.seed, self.address, round))
         own = self._own.get(round)
-        local = _pick_local(own, self.settings.local_groups, rng) if own else []
+        local = pick_local(own, self.settings.local_groups, rng) if own else []
         external = select_external(intake.groups, self.settings.external_groups, rng, self.strategy)
         groups = local + [
             ScoredGroup(build_messages(g.task), list(g.texts), list(g.rewards)) for g in external
@@ -448,26 +413,31 @@ class SwarmNode:
         with report.timings.measure("chain"):
             next_round = self.client.peer_info(self.address).next_attest_round
             current = self.client.current_round()
-        window = self.params.attestation_window_rounds
-        cutoff = round if complete else round - self.params.grace_rounds
-        expired = [a for a in state.pending if a.round < next_round or current > a.round + window]
-        due = [a for a in state.pending if a not in expired and a.round <= cutoff]
-        for item in expired:
+        plan = plan_attestations(
+            state.pending,
+            next_round=next_round,
+            current=current,
+            window=self.params.attestation_window_rounds,
+            final_round=round if complete else round - self.params.grace_rounds,
+        )
+        for item in plan.expired:
             log.warning(
                 "%s: verdict on %s for round %d can no longer be attested",
                 self.address,
                 item.subject,
                 item.round,
             )
-        state.pending = [a for a in state.pending if a not in expired and a not in due]
-        if not due:
+        state.pending = plan.later
+        if not plan.due:
             return
         try:
             with report.timings.measure("chain"):
-                self.client.attest(due)
-            report.attested += len(due)
+                self.client.attest(plan.due)
+            report.attested += len(plan.due)
+        except ContractRevert as exc:  # retrying cannot help: say why, drop them, go on
+            log.error("%s: %d attestations refused: %s", self.address, len(plan.due), exc)
         except ChainError:
-            state.pending += due  # kept for the next round (the window permitting)
+            state.pending += plan.due  # kept for the retried round (the window permitting)
             raise
 
     def settle(self, report: RoundReport) -> None:
@@ -520,11 +490,3 @@ class SwarmNode:
     def _save_state(self, report: RoundReport) -> None:
         with report.timings.measure("checkpoint"):
             save_state(self.state_dir, self._state())
-
-
-def _pick_local(own: OwnRound, count: int, rng: random.Random) -> list[ScoredGroup]:
-    """Up to ``count`` of the node's own groups, those with a learning signal first."""
-    groups = own.scored_groups()
-    with_signal = [g for g in groups if len(set(g.rewards)) > 1]
-    rng.shuffle(with_signal)
-    return with_signal[:count]

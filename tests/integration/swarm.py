@@ -23,7 +23,8 @@ from node.rollouts import encode_batch, sign_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import BatchBody, Completion, Group, ModelInfo, TaskRecord, TaskSource
 from node.round.learner import Learner, LearnerSettings
-from node.round.node import BatchToPublish, NodeSettings, SwarmNode
+from node.round.node import NodeSettings, SwarmNode
+from node.round.own import BatchToPublish
 from node.storage import ContentStore
 from node.tasks import TaskItem, generator_id
 
