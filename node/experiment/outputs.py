@@ -125,6 +125,7 @@ def summarize(
     config: ExperimentConfig, rows: list[dict[str, str]], *, resamples: int = 2000
 ) -> tuple[list[ConfigResult], int]:
     """Per configuration, over the rounds that every (configuration, seed) unit completed."""
+    rows = [r for r in rows if int(r["seed"]) in config.seeds]
     table = _reward_table(rows)
     present = [c for c in config.configs if c.label in table]
     if not present:

@@ -15,6 +15,9 @@ and selection seeds are derived from the seed, the peer and the round). With the
 unit's chain lives in its Anvil process: a killed unit is redone from round 0 on a fresh chain (its
 rows are dropped first); finished units are kept. Either way, rows past a unit's recorded
 progress (a round cut in the middle) are dropped from ``rounds.csv`` on resume.
+
+A folder may be resumed with configurations or seeds added or left out (every other setting must
+be the same): finished units are reused, new ones run, and the summary covers the ones asked for.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -138,18 +141,28 @@ class ExperimentRunner:
         """Checks or writes ``config.json``; drops rows a killed run left past its progress."""
         self.out.mkdir(parents=True, exist_ok=True)
         saved = self.out / "config.json"
+        known = units(self.config)
         if saved.exists():
             existing = load_config(saved)
-            if existing != self.config:
+            same_run = replace(existing, configs=self.config.configs, seeds=self.config.seeds)
+            if same_run != self.config:
                 raise ConfigMismatch(
                     f"{self.out} holds an experiment with other settings ({saved}); resume it with "
-                    "the same settings or choose another output folder"
+                    "the same settings (configurations and seeds may be added or left out) or "
+                    "choose another output folder"
                 )
+            if existing != self.config:
+                self.echo(
+                    f"configurations {', '.join(c.label for c in self.config.configs)}, seeds "
+                    f"{', '.join(map(str, self.config.seeds))} (the folder had "
+                    f"{', '.join(c.label for c in existing.configs)}, seeds "
+                    f"{', '.join(map(str, existing.seeds))}): finished units are reused"
+                )
+            known += [u for u in units(existing) if u not in known]
             self.echo(f"resuming the experiment in {self.out}")
-        else:
-            save_config(self.config, saved)
+        save_config(self.config, saved)
         done: dict[tuple[str, int], int] = {}
-        for unit in units(self.config):
+        for unit in known:
             progress = self.progress(unit)
             if not progress.resumable and progress.rounds_done < self.config.rounds:
                 progress.rounds_done = 0  # a chain unit cut short is redone from round 0

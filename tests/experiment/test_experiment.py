@@ -168,9 +168,19 @@ def test_inprocess_outputs_identical_tasks_and_resume(
     assert any("resuming at round 1" in line for line in lines)
     assert _results(cut) == _results(whole)
 
-    # the folder belongs to these settings
+    # the folder belongs to these settings; configurations may be added or left out
     with pytest.raises(ConfigMismatch):
         run_experiment(config.merged(rounds=4), cut, load_model=load_model)
+    lines = []
+    extended = config.merged(configs=(Sharing(2, 0), Sharing(2, 1)))
+    assert run_experiment(
+        extended, cut, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    assert "config 2/0 seed 0: done earlier" in "\n".join(lines)
+    assert any("config 2/1 seed 0 round 2/2" in line for line in lines)
+    assert {r["config"] for r in _rows(cut)} == {"2/0", "1/1", "0/2", "2/1"}
+    summary = json.loads((cut / "summary.json").read_text())
+    assert [r["label"] for r in summary["results"]] == ["2/0", "2/1"]
 
 
 @pytest.mark.integration
