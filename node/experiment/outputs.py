@@ -293,6 +293,7 @@ def plot(folder: Path, config: ExperimentConfig, results: list[ConfigResult]) ->
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     title = (
         f"{config.model}, {config.nodes} nodes, {config.preset}, "
@@ -310,6 +311,7 @@ def plot(folder: Path, config: ExperimentConfig, results: list[ConfigResult]) ->
         for r in results:
             xs = np.arange(1, len(r.per_round) + 1)
             ax.plot(xs, series(r), label=f"I/J = {r.label}", linewidth=1.8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
