@@ -26,21 +26,11 @@ from sqlalchemy import Connection, and_, bindparam, case, func, select, tuple_
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
+from node.chain.models import median_milli
 
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
-
-
-def median_milli(values: Sequence[int]) -> int | None:
-    """The median of attested values (None for none); even counts average the middle two, floored."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) // 2
 
 
 def recompute(conn: Connection, touched: Touched) -> None:

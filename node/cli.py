@@ -21,7 +21,7 @@ from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.errors import ChainError
 from node.chain.events import Attested, EventReader, RolloutsPublished
-from node.chain.models import PeerStatus, TxReceipt
+from node.chain.models import PeerStatus, TxReceipt, median_milli
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config
 from node.experiment.command import experiment as experiment_command
@@ -399,9 +399,15 @@ def _print_status(client: CoordinatorClient, address: str, rounds: int) -> None:
     attested = [
         e for e in reader.read(0, latest, events=[Attested], peer=address) if e.subject == address
     ]
-    verified = sum(e.verified_reward_sum for e in attested) / 1000
+    by_batch: dict[int, list[int]] = {}
+    for event in attested:
+        by_batch.setdefault(event.round, []).append(event.verified_reward_sum)
+    verified = sum(median_milli(values) or 0 for values in by_batch.values()) / 1000
     flags = sum(1 for e in attested if e.is_flag)
-    click.echo(f"verified reward {verified:.3f} from {len(attested)} attestations ({flags} flags)")
+    click.echo(
+        f"verified reward {verified:.3f} over {len(by_batch)} attested batches "
+        f"(median of the attesters'; {len(attested)} attestations, {flags} flags)"
+    )
     for event in published[-rounds:]:
         click.echo(
             f"  round {event.round}: {event.groups} groups, {event.completions} completions, "

@@ -127,6 +127,19 @@ class Attestation(FrozenModel):
         )
 
 
+def median_milli(values: Sequence[int]) -> int | None:
+    """A batch's verified reward from its attesters' ``verifiedRewardSum`` values: the median
+    (None for none; even counts average the middle two, floored). One attester lying high or low
+    cannot move the median of three. Shared by ``swarm status`` and the indexer."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) // 2
+
+
 def sort_attestations(items: Iterable[Attestation]) -> list[Attestation]:
     """Items in the strictly ascending (round, subject) order ``attest`` requires."""
     return sorted(items, key=Attestation.sort_key)

@@ -7,7 +7,7 @@ import pytest
 import requests
 from sqlalchemy import text
 
-from coordinator_indexer.derive import median_milli
+from node.chain.models import median_milli
 from coordinator_indexer.errors import ConfigError, IndexerError
 from coordinator_indexer.migrations import LATEST_VERSION, current_version, migrate
 from coordinator_indexer.store import Store

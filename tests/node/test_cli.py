@@ -10,7 +10,9 @@ from click.testing import CliRunner, Result
 
 from node.chain.deployment import Deployment
 from node.cli import main
+from node.chain.models import Attestation
 from node.config import NodeConfig
+from node.identity import unlock_keystore
 from tests.chain_fixtures import AnvilNode, ChainControl
 
 pytestmark = pytest.mark.integration
@@ -110,3 +112,24 @@ def test_missing_deployment_file_says_what_to_do(home: Path, chain: ChainControl
     (home / "deployment.json").unlink()
     result = swarm(home, "status", "--address", "0x" + "11" * 20)
     assert result.exit_code == 1 and "swarm-deploy" in result.output
+
+
+def test_status_shows_the_median_of_what_peers_attested(
+    home: Path, chain: ChainControl, client_for, dev_accounts
+) -> None:
+    address = created_address(home, chain)
+    assert swarm(home, "register", "--name", "alice", "--stake", "2").exit_code == 0
+    account = unlock_keystore(home / "keystore.json", PASSWORD)
+    round_, digest = chain.current_round(), b"\x42" * 32
+    client_for(account).publish_rollouts(round_, digest, 2, 8, 4000)
+    for attester, value in zip(dev_accounts[1:4], (1000, 3000, 2000)):
+        client = client_for(attester)
+        client.register("attester", 10**18)
+        client.attest(
+            [Attestation(round=round_, subject=address, digest=digest, checked=8, agreed=8,
+                         verified_reward_sum=value)]
+        )  # fmt: skip
+    status = swarm(home, "status")
+    assert status.exit_code == 0, status.output
+    assert "verified reward 2.000 over 1 attested batches" in status.output  # not 6.000, the sum
+    assert "claimed reward 4.000" in status.output
