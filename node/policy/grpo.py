@@ -49,7 +49,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedTokenizerBase
 
 from node.policy.adapters import OptimizerSettings
-from node.policy.model import Message, encode_prompts
+from node.policy.model import Message, encode_prompts, end_of_turn_id
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +167,13 @@ def prompt_token_ids(
 def completion_token_ids(
     text: str, tokenizer: PreTrainedTokenizerBase, max_tokens: int
 ) -> list[int]:
-    """The completion's tokens then end-of-turn (EOS); one of ``max_tokens`` or more is cut to
-    ``max_tokens`` with no end-of-turn (it did not end)."""
+    """The completion's tokens then the end-of-turn token (``end_of_turn_id``: what generation
+    stopped at); one of ``max_tokens`` or more is cut to ``max_tokens`` with no end-of-turn (it did
+    not end)."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) >= max_tokens:
         return ids[:max_tokens]
-    return ids + [tokenizer.eos_token_id]
+    return ids + [end_of_turn_id(tokenizer)]
 
 
 def tokenize_groups(

@@ -148,6 +148,19 @@ def encode_prompts(
     return encoded
 
 
+def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The token a chat turn ends with: the chat format's end-of-turn token (``<|im_end|>``,
+    ``<|eot_id|>``, ...) when the vocabulary has one, else EOS. Llama 3's EOS is
+    ``<|end_of_text|>`` but its turns end with ``<|eot_id|>``: training must teach the latter."""
+    vocab = tokenizer.get_vocab()
+    for token in _END_OF_TURN_TOKENS:
+        if token in vocab:
+            return int(vocab[token])
+    if tokenizer.eos_token_id is None:
+        raise ModelLoadError("the tokenizer has no EOS or end-of-turn token")
+    return int(tokenizer.eos_token_id)
+
+
 def stop_token_ids(
     tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel | None = None
 ) -> list[int]:

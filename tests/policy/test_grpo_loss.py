@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import math
 
 import pytest
@@ -179,6 +181,15 @@ def test_completion_tokens_end_the_turn(tokenizer) -> None:  # type: ignore[no-u
     words = tokenizer("<answer>4</answer>", add_special_tokens=False)["input_ids"]
     assert completion_token_ids("<answer>4</answer>", tokenizer, 64) == words + [eos]
     assert completion_token_ids("", tokenizer, 64) == [eos]  # empty: just the end of turn
+
+
+def test_completions_end_with_the_turns_end_even_when_eos_differs(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """Llama 3 style: EOS is <|endoftext|> but a turn ends with the chat's end-of-turn token."""
+    other = copy.deepcopy(tokenizer)
+    other.eos_token = "<|endoftext|>"
+    end_of_turn = other.convert_tokens_to_ids("<|im_end|>")
+    assert other.eos_token_id != end_of_turn
+    assert completion_token_ids("<answer>4</answer>", other, 64)[-1] == end_of_turn
 
 
 def test_overlong_completion_is_cut_without_an_end(tokenizer) -> None:  # type: ignore[no-untyped-def]
