@@ -1,4 +1,4 @@
-"""``swarm``: the volunteer's command line: identity, stake, status, ``run``, ``local up``.
+"""``swarm``: the volunteer's command line: identity, stake, status, ``run``, ``local up``, ``experiment``.
 
 Every command reads one TOML configuration (``--config``, env ``SWARM_CONFIG``, default
 ``node.toml``; missing file = all defaults). Secrets never go on the command line: the keystore
