@@ -20,7 +20,7 @@ from eth_utils import keccak, to_checksum_address
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
 from node.chain.rounds import round_seed
-from node.round.learner import Learner, derived_seed
+from node.round.learner import Learner
 from node.round.node import NodeSettings, SwarmNode
 from node.round.report import RoundReport
 from node.sampling.selection import UniformSelection, VerifiedHistorySelection
@@ -118,15 +118,7 @@ class InProcessNode(SwarmNode):
     def produce(self, round: int) -> RoundReport:
         """Generates, scores, signs and encodes the batch, then hands it to the exchange."""
         report = self.report(round)
-        tasks = self.tasks(round)
-        with report.timings.measure("generate"):
-            texts = self.learner.generate(
-                tasks,
-                self.settings.group_size,
-                seed=derived_seed("gen", self.settings.seed, self.address, round),
-            )
-        with report.timings.measure("sign"):
-            batch = self.build_batch(round, tasks, texts)
+        batch = self.generate_batch(round, report)
         commitment = RolloutsPublished(
             block_number=0,
             block_hash=_ZERO_HASH,

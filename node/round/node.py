@@ -196,7 +196,8 @@ class SwarmNode:
         report.local_reward = own.mean_reward if own else None
         return report
 
-    def _build_and_store(self, round: int, report: RoundReport) -> OwnBatch:
+    def generate_batch(self, round: int, report: RoundReport) -> BatchToPublish:
+        """Derives the round's tasks, samples G completions each, scores, signs and encodes."""
         tasks = self.tasks(round)
         with report.timings.measure("generate"):
             texts = self.learner.generate(
@@ -205,7 +206,10 @@ class SwarmNode:
                 seed=derived_seed("gen", self.settings.seed, self.address, round),
             )
         with report.timings.measure("sign"):
-            batch = self.build_batch(round, tasks, texts)
+            return self.build_batch(round, tasks, texts)
+
+    def _build_and_store(self, round: int, report: RoundReport) -> OwnBatch:
+        batch = self.generate_batch(round, report)
         with report.timings.measure("store"):
             retry_store(
                 lambda: self.store.put(batch.data, pin=True),
