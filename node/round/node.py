@@ -398,6 +398,7 @@ class SwarmNode:
             ScoredGroup(build_messages(g.task), list(g.texts), list(g.rewards)) for g in external
         ]
         report.local_groups, report.external_groups = len(local), len(external)
+        report.external_from.update(g.peer for g in external)
         if own is not None:
             report.local_reward = own.mean_reward
         if not groups:

@@ -52,6 +52,7 @@ class RoundReport:
     local_reward: float | None = None  # mean reward of this node's own completions
     local_groups: int = 0
     external_groups: int = 0
+    external_from: Counter[str] = field(default_factory=Counter)  # groups trained on, per peer
     verified_peers: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
     attested: int = 0
