@@ -11,7 +11,6 @@ leaderboard when they are installed. Everything lives in one working folder, rec
 
 from __future__ import annotations
 
-import logging
 import secrets
 import shutil
 import subprocess
@@ -34,8 +33,6 @@ from node.identity import create_keystore, unlock_keystore
 from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
 from node.local.devchain import DevChain
 from node.round.report import RoundReport
-
-log = logging.getLogger(__name__)
 
 ETHER = 10**18
 Echo = Callable[[str], None]
