@@ -27,6 +27,7 @@ from node.config import ConfigError, NodeConfig, example_toml, load_config
 from node.experiment.command import experiment as experiment_command
 from node.policy.errors import PolicyError
 from node.local.anvil import AnvilError
+from node.local.swarm import LocalSwarmSettings
 from node.round.errors import NodeError
 from node.storage import StoreError
 from node.identity import (
@@ -267,29 +268,40 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     click.echo(f"stopped after {done} round(s); state and adapter in {node.state_dir}")
 
 
+_DEMO = LocalSwarmSettings()  # the demo's defaults, shown by `swarm local up --help`
+
+
 @main.group()
 def local() -> None:
     """A whole swarm on this machine: chain, contracts, store, nodes, indexer."""
 
 
 @local.command("up")
-@click.option("--nodes", default=3, show_default=True, type=click.IntRange(2, 10), help="Nodes.")
-@click.option("--rounds", default=4, show_default=True, type=click.IntRange(min=1), help="Rounds.")
+@click.option(
+    "--nodes", default=_DEMO.nodes, show_default=True, type=click.IntRange(2, 10), help="Nodes."
+)
+@click.option(
+    "--rounds", default=_DEMO.rounds, show_default=True, type=click.IntRange(min=1), help="Rounds."
+)
 @click.option(
     "--model",
-    default="smollm2-135m",
+    default=_DEMO.model,
     show_default=True,
     help="Base model shared by the nodes: smollm2-135m, tiny (random, instant), or a folder.",
 )
 @click.option(
     "--workdir",
-    default=Path(".swarm-local"),
+    default=_DEMO.workdir,
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Working folder (recreated): chain log, keystores, store, node states.",
 )
-@click.option("--anvil-port", default=8545, show_default=True, help="Port of the local chain.")
-@click.option("--indexer-port", default=8000, show_default=True, help="Port of the leaderboard.")
+@click.option(
+    "--anvil-port", default=_DEMO.anvil_port, show_default=True, help="Port of the local chain."
+)
+@click.option(
+    "--indexer-port", default=_DEMO.indexer_port, show_default=True, help="Port of the leaderboard."
+)
 @click.option("--no-indexer", is_flag=True, help="Do not start the indexer and leaderboard.")
 @click.option(
     "--keep/--no-keep",
@@ -297,11 +309,28 @@ def local() -> None:
     show_default=True,
     help="Keep the chain and leaderboard up after the rounds, until Ctrl-C.",
 )
-@click.option("--tasks", "tasks_per_round", default=4, show_default=True, help="Tasks per round.")
-@click.option("--group-size", default=4, show_default=True, help="Completions per task (G).")
-@click.option("--local-groups", default=2, show_default=True, help="I: own groups trained on.")
-@click.option("--external-groups", default=2, show_default=True, help="J: peers' groups.")
-@click.option("--max-new-tokens", default=24, show_default=True, help="Longest completion.")
+@click.option(
+    "--tasks",
+    "tasks_per_round",
+    default=_DEMO.tasks_per_round,
+    show_default=True,
+    help="Tasks per round.",
+)
+@click.option(
+    "--group-size", default=_DEMO.group_size, show_default=True, help="Completions per task (G)."
+)
+@click.option(
+    "--local-groups",
+    default=_DEMO.local_groups,
+    show_default=True,
+    help="I: own groups trained on.",
+)
+@click.option(
+    "--external-groups", default=_DEMO.external_groups, show_default=True, help="J: peers' groups."
+)
+@click.option(
+    "--max-new-tokens", default=_DEMO.max_new_tokens, show_default=True, help="Longest completion."
+)
 def local_up(
     nodes: int,
     rounds: int,
@@ -324,8 +353,7 @@ def local_up(
     publish, then all verify, train and attest; then the chain's clock jumps to the next round.
     The indexer and leaderboard start when installed. Ctrl-C shuts everything down cleanly.
     """
-    from node.local.swarm import LocalSwarmSettings  # torch loads only for this command
-    from node.local.up import run_local_swarm
+    from node.local.up import run_local_swarm  # torch loads only for this command
     from node.round.loop import StopSignal
 
     settings = LocalSwarmSettings(
