@@ -24,7 +24,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+
+from transformers.utils import logging as hf_logging
 
 from node.policy.errors import ModelLoadError
 
@@ -248,13 +251,25 @@ def tiny_model(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> PreTrain
 def _load_shipped(cache_dir: Path) -> PreTrainedModel:
     cached = cache_dir / SHIPPED_MODEL
     if (cached / "model.safetensors").is_file():
-        return AutoModelForCausalLM.from_pretrained(cached)
+        with _quiet_progress():  # a progress bar for a 0.2 s load is only noise in node output
+            return AutoModelForCausalLM.from_pretrained(cached)
     log.info("dequantising the shipped SmolLM2-135M GGUF (once, ~20 s); caching in %s", cached)
     folder = shipped_gguf_dir()
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=_GGUF_FILE)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=_GGUF_FILE)
     _save_cache(model, tokenizer, cached)
     return model
+
+
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 def _save_cache(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: Path) -> None:
