@@ -228,7 +228,9 @@ def load_base(
     return BaseModel(name=name, model=model, tokenizer=tokenizer)
 
 
-def tiny_model(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> PreTrainedModel:
+def tiny_model(
+    tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, tie_word_embeddings: bool = True
+) -> PreTrainedModel:
     """A randomly initialised two-layer Llama over ``tokenizer``'s vocabulary (for tests)."""
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -238,7 +240,7 @@ def tiny_model(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> PreTrain
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=1024,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

@@ -23,12 +23,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import LlamaForCausalLM  # noqa: E402
 
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings  # noqa: E402
 from node.policy.generation import SamplingConfig, generate  # noqa: E402
 from node.policy.grpo import GRPOConfig, GRPOTrainer, ScoredGroup  # noqa: E402
-from node.policy.model import BaseModel, encode_prompts  # noqa: E402
+from node.policy.model import BaseModel, encode_prompts, tiny_model  # noqa: E402
 
 PROMPTS = [
     [{"role": "user", "content": "Say something."}],
@@ -48,22 +48,8 @@ FIRST_WORD = re.compile(r" [A-Za-z]+")
 
 
 def peaked_tiny_model(tokenizer, seed: int) -> LlamaForCausalLM:  # type: ignore[no-untyped-def]
-    """``tiny_model``'s shape with an untied output layer scaled x20: a peaked distribution."""
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).requires_grad_(False)
+    """``tiny_model`` with an untied output layer scaled x20: a peaked distribution."""
+    model = tiny_model(tokenizer, seed=seed, tie_word_embeddings=False).requires_grad_(False)
     with torch.no_grad():
         model.lm_head.weight.mul_(20.0)
     return model
