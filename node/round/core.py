@@ -101,7 +101,7 @@ class NodeCore:
         identity = ChainIdentity(
             chain_id=self.deployment.chain_id,
             coordinator=self.deployment.coordinator,
-            genesis_block_hash=self.deployment.block_hash,
+            deployment_block_hash=self.deployment.block_hash,
         )
         state = load_state(self.state_dir)
         if state is not None and (state.chain != identity or state.peer != self.address):

@@ -11,7 +11,6 @@ The adapter and optimizer live in the policy checkpoint; this file holds the pro
   attester per round, so they wait until their round is complete);
 - ``flagged``: (round, subject) pairs this node flagged, to settle once their window closes;
 - ``chain``: the identity of the chain the state belongs to (a reset chain invalidates it all);
-- ``scanned_block``: the last block whose ``RolloutsPublished`` events were read.
 
 Entries older than the attestation window are pruned: nothing can be done with them any more.
 """
@@ -52,7 +51,7 @@ class ChainIdentity(_Model):
 
     chain_id: int
     coordinator: Address
-    genesis_block_hash: Bytes32
+    deployment_block_hash: Bytes32
 
 
 class NodeState(_Model):
@@ -61,7 +60,6 @@ class NodeState(_Model):
     format: str = FORMAT
     peer: Address
     chain: ChainIdentity
-    scanned_block: int = -1
     last_round: int | None = Field(None, description="The last round this node completed.")
     batches: dict[int, OwnBatch] = Field(default_factory=dict)
     seen: dict[int, list[Address]] = Field(default_factory=dict)

@@ -24,6 +24,13 @@ def events(chain: ChainControl, kind: type, first_round: int) -> list:
     return [e for e in found if e.round >= first_round]
 
 
+def honest_nodes(
+    node_factory: Callable[..., SwarmNode], dev_accounts: list[LocalAccount]
+) -> list[SwarmNode]:
+    """Three honest nodes of dev accounts 1-3, each with its own seed."""
+    return [node_factory(dev_accounts[i + 1], f"honest-{i}", seed=i) for i in range(3)]
+
+
 def lora_b_norm(node: SwarmNode) -> float:
     params = node.learner.pool.adapter_parameters(node.learner.name)
     return sum(float(p.detach().norm()) for k, p in params.items() if "lora_B" in k)
@@ -35,7 +42,7 @@ def test_three_honest_nodes_share_train_and_attest_for_three_rounds(
     node_factory: Callable[..., SwarmNode],
     fresh_round: int,
 ) -> None:
-    nodes = [node_factory(dev_accounts[i + 1], f"honest-{i}", seed=i) for i in range(3)]
+    nodes = honest_nodes(node_factory, dev_accounts)
     reports = run_lockstep(nodes, 3, chain.warp_to_round)
 
     rounds = range(fresh_round, fresh_round + 3)
@@ -68,7 +75,7 @@ def test_a_reward_inflating_peer_is_flagged_settled_and_slashed(
     node_factory: Callable[..., SwarmNode],
     fresh_round: int,
 ) -> None:
-    honest = [node_factory(dev_accounts[i + 1], f"honest-{i}", seed=i) for i in range(3)]
+    honest = honest_nodes(node_factory, dev_accounts)
     cheat = node_factory(dev_accounts[4], "inflater", node_class=InflatingNode)
     reports = run_lockstep([*honest, cheat], 4, chain.warp_to_round)
 
@@ -94,7 +101,7 @@ def test_a_peer_publishing_garbage_does_not_disturb_the_others(
     node_factory: Callable[..., SwarmNode],
     fresh_round: int,
 ) -> None:
-    honest = [node_factory(dev_accounts[i + 1], f"honest-{i}", seed=i) for i in range(3)]
+    honest = honest_nodes(node_factory, dev_accounts)
     garbage = node_factory(dev_accounts[5], "garbage", node_class=MalformedNode)
     reports = run_lockstep([*honest, garbage], 2, chain.warp_to_round)
 

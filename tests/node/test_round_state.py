@@ -18,7 +18,7 @@ OTHER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 IDENTITY = ChainIdentity(
     chain_id=31337,
     coordinator="0x5FbDB2315678afecb367f032d93F642f64180aa3",
-    genesis_block_hash="0x" + "ab" * 32,
+    deployment_block_hash="0x" + "ab" * 32,
 )
 
 
