@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,17 +17,9 @@ from tests.indexer.scenario import (
     Swarm,
     play,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def start_service(chain, deployment, tmp_path, **ingest: object) -> IndexerService:

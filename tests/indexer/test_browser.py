@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.indexer.scenario import EXPECTED_RANKING, EXPECTED_VERIFIED, ETHER, play
-from tests.indexer.test_api import caught_up, start_service, wait_for
+from tests.indexer.test_api import caught_up, start_service
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -13,7 +13,8 @@ from coordinator_indexer.migrations import LATEST_VERSION, current_version, migr
 from coordinator_indexer.store import Store
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.indexer.scenario import EXPECTED_RANKING, play
-from tests.indexer.test_api import caught_up, wait_for
+from tests.indexer.test_api import caught_up
+from tests.waiting import wait_for
 from tests.indexer.test_reorg import tables
 
 

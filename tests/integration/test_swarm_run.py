@@ -21,6 +21,7 @@ from node.chain.events import EventReader, RolloutsPublished
 from node.identity import create_keystore, unlock_keystore
 from tests.chain_fixtures import AnvilNode, ChainControl
 from tests.integration.swarm import ETHER
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -90,14 +91,6 @@ class NodeProcess:
         return code
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.2)
-
-
 @pytest.fixture
 def volunteer(
     tmp_path: Path,
@@ -143,7 +136,11 @@ def test_a_killed_node_restarts_without_publishing_twice_and_stops_cleanly_on_ct
 
     first = NodeProcess(config, tmp_path / "cache")
     try:
-        wait_until(lambda: client.publication(round_, account.address) is not None)
+        wait_for(
+            lambda: client.publication(round_, account.address) is not None,
+            timeout=120,
+            what="the first process to publish",
+        )
         time.sleep(1.0)  # now waiting for the idle peer, mid-round
         assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     finally:
