@@ -140,7 +140,9 @@ def _writer(root: str, worker: int, rounds: int) -> list[str]:
 def test_many_processes_at_once(tmp_path: Path) -> None:
     root = tmp_path / "shared-store"
     LocalStore(root)
-    context = multiprocessing.get_context("fork")
+    # spawn, not fork: by now the test process runs other threads (torch, HTTP servers, abandoned
+    # fetches); a forked child can inherit a lock one of them held and hang (seen once in CI).
+    context = multiprocessing.get_context("spawn")
     workers, rounds = 6, 25
     with context.Pool(workers) as pool:
         results = pool.starmap(_writer, [(str(root), w, rounds) for w in range(workers)])
@@ -168,7 +170,7 @@ def _gc_loop(root: str, seconds: float) -> int:
 def test_pins_hold_against_a_concurrent_gc(tmp_path: Path) -> None:
     root = tmp_path / "gc-store"
     store = LocalStore(root)
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # see test_many_processes_at_once
     with context.Pool(1) as pool:
         collector = pool.apply_async(_gc_loop, (str(root), 1.0))
         pinned = []
