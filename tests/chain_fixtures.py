@@ -3,7 +3,7 @@ funded dev accounts, chain-time control and per-test snapshot isolation.
 
 Fixtures (loaded for every test by tests/conftest.py):
 
-- ``anvil``          session: an Anvil on a free port (node_modules/.bin/anvil, or $ANVIL); its
+- ``anvil``          session: an Anvil on a free port (the native binary in node_modules); its
                      log is kept in .artifacts/anvil-<worker>.log, its tail shown on failures
 - ``w3``             session: a Web3 on it
 - ``dev_accounts``   Anvil's ten dev accounts (10,000 ETH each); [0] deploys, owns the contract
@@ -31,9 +31,10 @@ from node.chain.deploy import DeployConfig, deploy_coordinator
 from node.chain.deployment import Deployment
 from node.chain.rpc import RetryPolicy, connect
 from node.chain.transactions import TransactionSender
-from node.local.anvil import BIN_DIR, DEV_KEYS, AnvilError, AnvilNode
+from node.local.anvil import DEV_KEYS, AnvilError, AnvilNode
 from node.local.anvil import start_anvil as start_local_anvil
 from node.local.devchain import DevChain
+from node.local.foundry import FoundryMissing, foundry_binary
 
 ARTIFACTS_DIR = REPO_ROOT / ".artifacts"
 ETHER = 10**18
@@ -96,18 +97,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def contract_artifact() -> Path:
     """The forge artifact of SwarmCoordinator, rebuilt (src only) when older than the sources."""
     if artifact_is_stale():
-        forge = BIN_DIR / "forge"
-        if not forge.exists():
-            pytest.fail(
-                "contracts/out is missing or stale and forge is not installed: run "
-                "scripts/bootstrap",
-                pytrace=False,
-            )
-        env = dict(os.environ, PATH=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}")
+        try:
+            forge = foundry_binary("forge")
+        except FoundryMissing as exc:
+            pytest.fail(f"contracts/out is missing or stale: {exc}", pytrace=False)
         result = subprocess.run(
             [str(forge), "build", "--skip", "test", "--skip", "script"],
             cwd=REPO_ROOT,
-            env=env,
             capture_output=True,
             text=True,
             timeout=600,

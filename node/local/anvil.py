@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -12,9 +10,8 @@ from pathlib import Path
 
 import requests
 
-from node.chain.abi import REPO_ROOT
+from node.local.foundry import FoundryMissing, foundry_binary
 
-BIN_DIR = REPO_ROOT / "node_modules" / ".bin"
 CHAIN_ID = 31337
 #: Anvil's published dev keys (mnemonic "test test ... junk"); never use them anywhere real.
 DEV_KEYS = (
@@ -63,17 +60,13 @@ class AnvilNode:
                 self.process.wait(timeout=5)
 
 
-def anvil_binary() -> str:
-    """Path of the anvil executable ($ANVIL, node_modules/.bin/anvil, or on PATH)."""
-    candidate = os.environ.get("ANVIL") or (
-        str(BIN_DIR / "anvil") if (BIN_DIR / "anvil").exists() else None
-    )
-    candidate = candidate or shutil.which("anvil")
-    if candidate is None:
-        raise AnvilError(
-            "anvil not found (expected node_modules/.bin/anvil): run scripts/bootstrap"
-        )
-    return candidate
+def anvil_binary() -> Path:
+    """Path of the native anvil binary (node_modules, see node.local.foundry); AnvilError when
+    it is not installed."""
+    try:
+        return foundry_binary("anvil")
+    except FoundryMissing as exc:
+        raise AnvilError(str(exc)) from exc
 
 
 def free_port() -> int:
@@ -93,7 +86,7 @@ def start_anvil(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     command = [
-        anvil_binary(),
+        str(anvil_binary()),
         "--host",
         "127.0.0.1",
         "--port",
