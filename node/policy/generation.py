@@ -13,7 +13,8 @@ Details:
 - left padding, with an attention mask and explicit position ids (``cumsum(mask) - 1``), so a
   prompt gets the same greedy completion alone or beside a longer one;
 - a completion stops at EOS or the chat template's end-of-turn token (``stop_token_ids``), or
-  after ``max_new_tokens`` (finish reason ``"stop"`` or ``"length"``);
+  after ``max_new_tokens`` (finish reason ``"stop"`` or ``"length"``); it keeps the ids sampled
+  (with the stop token) beside its decoded text (without it), so GRPO trains on what was sampled;
 - temperature 0 is greedy; otherwise temperature then nucleus (top-p) sampling;
 - prompts are sorted by length before being cut into micro-batches of at most
   ``max_batch_sequences`` sequences (whole groups: a chunk holds at least one prompt's G), which
@@ -26,14 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from node.policy.model import Message, encode_prompts, stop_token_ids
-
-FinishReason = Literal["stop", "length"]
+from node.learning_data import FinishReason, GeneratedCompletion, GeneratedGroup, Message
+from node.policy.model import encode_prompts, stop_token_ids
 
 
 @dataclass(frozen=True)
@@ -58,16 +57,6 @@ class SamplingConfig:
             raise ValueError(f"max_batch_sequences must be >= 1, got {self.max_batch_sequences}")
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One sampled answer. ``token_ids`` end with the stop token when ``finish_reason`` is
-    ``"stop"`` (so training teaches the model to stop); ``text`` never contains it."""
-
-    text: str
-    token_ids: tuple[int, ...]
-    finish_reason: FinishReason
-
-
 def generate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -76,7 +65,7 @@ def generate(
     num_completions: int,
     sampling: SamplingConfig = SamplingConfig(),
     seed: int | None = None,
-) -> list[list[Completion]]:
+) -> list[list[GeneratedCompletion]]:
     """``num_completions`` completions for each chat prompt, in the order of ``prompts``.
 
     ``seed`` makes a call repeat exactly (same model, prompts and settings); ``None`` draws the
@@ -88,6 +77,24 @@ def generate(
     )
 
 
+def generate_groups(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Sequence[Message]],
+    *,
+    num_completions: int,
+    sampling: SamplingConfig = SamplingConfig(),
+    seed: int | None = None,
+) -> list[GeneratedGroup]:
+    """As ``generate``, each prompt's completions kept with the prompt ids the model was fed
+    (what GRPO trains on for this node's own groups)."""
+    prompt_ids = encode_prompts(tokenizer, prompts)
+    completions = generate_from_ids(
+        model, tokenizer, prompt_ids, num_completions=num_completions, sampling=sampling, seed=seed
+    )
+    return [GeneratedGroup(tuple(p), tuple(c)) for p, c in zip(prompt_ids, completions, strict=True)]
+
+
 def generate_from_ids(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -97,7 +104,7 @@ def generate_from_ids(
     sampling: SamplingConfig = SamplingConfig(),
     seed: int | None = None,
     stop_ids: Sequence[int] | None = None,
-) -> list[list[Completion]]:
+) -> list[list[GeneratedCompletion]]:
     """As ``generate``, for prompts already tokenised (e.g. by ``encode_prompts``).
 
     ``stop_ids`` replaces ``stop_token_ids(tokenizer, model)``; an empty list never stops early.
@@ -121,7 +128,7 @@ def generate_from_ids(
 
     order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
     per_chunk = max(1, sampling.max_batch_sequences // num_completions)
-    results: list[list[Completion]] = [[] for _ in prompt_ids]
+    results: list[list[GeneratedCompletion]] = [[] for _ in prompt_ids]
     was_training = model.training
     model.eval()
     try:
@@ -241,10 +248,10 @@ def _sample(
 
 def _completion(
     tokenizer: PreTrainedTokenizerBase, token_ids: list[int], reason: FinishReason
-) -> Completion:
+) -> GeneratedCompletion:
     text_ids = token_ids[:-1] if reason == "stop" else token_ids
     text = tokenizer.decode(text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    return Completion(text=text, token_ids=tuple(token_ids), finish_reason=reason)
+    return GeneratedCompletion(text=text, token_ids=tuple(token_ids), finish_reason=reason)
 
 
 def _check_lengths(

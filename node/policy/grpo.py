@@ -1,8 +1,27 @@
 """The GRPO update: scored groups in, one optimizer step on the node's LoRA adapter out.
 
 Reads top to bottom: groups → advantages → token ids → per-token log-probs → clipped loss →
-optimizer step. Local and external groups are treated alike: every completion is a text,
-re-tokenised with this node's own tokenizer.
+optimizer step.
+
+**What is trained on.** Each sequence is the prompt's token ids then the completion's; only the
+completion's ids are targets. A completion comes in one of two forms (``node.learning_data``):
+
+- **this node's own sample** (``GeneratedCompletion``): the prompt ids exactly as fed to
+  generation (the group's ``prompt`` is those ids), then exactly the ids sampled. One that stopped
+  (finish reason ``"stop"``) ends with the stop token it sampled (EOS or end-of-turn), so the model
+  learns to stop; one cut at ``max_new_tokens`` (``"length"``) has nothing appended. Nothing is
+  decoded and re-tokenised: a text has many tokenisations, and the log-probs must be those of the
+  sequence the policy actually sampled.
+- **a text**: a peer's completion (maybe from another model, with another tokenizer), or this
+  node's own after a restart (its batch is reloaded from the store as text). Tokenised once with
+  this node's tokenizer, no special tokens added. Its finish reason is unknown, so the rule is by
+  length: fewer than ``max_completion_tokens`` tokens is taken as a finished answer and gets the
+  end-of-turn token (``end_of_turn_id``) appended; ``max_completion_tokens`` or more is taken as
+  cut: its first ``max_completion_tokens`` tokens, nothing appended. Its prompt, given as chat
+  messages, is encoded as generation encodes it (``encode_prompts``).
+
+Either form is at most ``max_completion_tokens`` long: a sample longer than that (the sampler's
+``max_new_tokens`` is larger) is cut to it, losing its stop token.
 
 The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
 
@@ -48,8 +67,15 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedTokenizerBase
 
+from node.learning_data import (
+    GeneratedCompletion,
+    Prompt,
+    ScoredGroup,
+    StepMetrics,
+    TrainedCompletion,
+)
 from node.policy.adapters import OptimizerSettings
-from node.policy.model import Message, encode_prompts, end_of_turn_id
+from node.policy.model import encode_prompts, end_of_turn_id
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +106,10 @@ class GRPOConfig(BaseModel):
     max_completion_tokens: int = Field(
         256,
         ge=1,
-        description="Completions are re-tokenised and cut to this many tokens (then no "
-        "end-of-turn is added). Set it to the sampler's max_new_tokens, so an answer the sampler "
-        "cut is not taught to end there.",
+        description="Completion tokens trained on at most. A peer's text of this many tokens or "
+        "more is cut to it and gets no end-of-turn; a shorter one gets one. Set it to the "
+        "sampler's max_new_tokens, so own samples are never cut and a peer's answer that was cut "
+        "is not taught to end there.",
     )
     micro_batch_size: int = Field(
         8, ge=1, description="Sequences per forward/backward pass (gradients are accumulated)."
@@ -94,42 +121,6 @@ class GRPOConfig(BaseModel):
     temperature: float = Field(
         1.0, gt=0, description="Sampling temperature: logits are divided by it for log-probs."
     )
-
-
-@dataclass(frozen=True)
-class ScoredGroup:
-    """One prompt with its completions and their rewards (a local or a peer's group)."""
-
-    prompt: (
-        Sequence[Message] | list[int]
-    )  # chat messages, or prompt token ids of this node's tokenizer
-    completions: list[str]
-    rewards: list[float]
-
-    def __post_init__(self) -> None:
-        if len(self.completions) != len(self.rewards):
-            raise ValueError(
-                f"{len(self.completions)} completions but {len(self.rewards)} rewards: "
-                "give one reward per completion"
-            )
-        if not self.prompt:
-            raise ValueError("empty prompt: give chat messages or at least one prompt token id")
-
-
-@dataclass(frozen=True)
-class StepMetrics:
-    """What one ``GRPOTrainer.step`` did; loss, clipping, KL and grad norm are its last iteration."""
-
-    loss: float
-    mean_reward: float  # over every completion given, kept or dropped
-    clip_fraction: float  # completion tokens whose gradient the clip removed
-    kl: float | None  # mean k3 against the base model; None when beta is 0 (not computed)
-    grad_norm: float  # before clipping
-    num_tokens: int  # completion tokens trained on
-    num_sequences: int
-    num_groups: int  # groups with a learning signal (others dropped)
-    skipped: bool  # no optimizer step was made
-    seconds: float
 
 
 # ---------------------------------------------------------------- advantages
@@ -155,9 +146,7 @@ class TokenizedCompletion:
     advantage: float
 
 
-def prompt_token_ids(
-    prompt: Sequence[Message] | list[int], tokenizer: PreTrainedTokenizerBase
-) -> list[int]:
+def prompt_token_ids(prompt: Prompt, tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Token ids of the prompt, ending where the answer begins (as ``generate`` encodes it)."""
     if isinstance(prompt[0], int):
         return list(prompt)  # type: ignore[arg-type]
@@ -165,12 +154,14 @@ def prompt_token_ids(
 
 
 def completion_token_ids(
-    text: str, tokenizer: PreTrainedTokenizerBase, max_tokens: int
+    completion: TrainedCompletion, tokenizer: PreTrainedTokenizerBase, max_tokens: int
 ) -> list[int]:
-    """The completion's tokens then the end-of-turn token (``end_of_turn_id``: what generation
-    stopped at); one of ``max_tokens`` or more is cut to ``max_tokens`` with no end-of-turn (it did
-    not end)."""
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    """The ids trained on for one completion (the module docstring's rules): a sample's own ids;
+    a text's tokens then the end-of-turn token, or its first ``max_tokens`` tokens and no
+    end-of-turn when it has ``max_tokens`` or more (it did not end)."""
+    if isinstance(completion, GeneratedCompletion):
+        return list(completion.token_ids[:max_tokens])
+    ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
     if len(ids) >= max_tokens:
         return ids[:max_tokens]
     return ids + [end_of_turn_id(tokenizer)]
@@ -186,8 +177,8 @@ def tokenize_groups(
     sequences = []
     for group, group_adv in zip(groups, advantages, strict=True):
         prompt = prompt_token_ids(group.prompt, tokenizer)
-        for text, advantage in zip(group.completions, group_adv.tolist(), strict=True):
-            completion = completion_token_ids(text, tokenizer, max_completion_tokens)
+        for answer, advantage in zip(group.completions, group_adv.tolist(), strict=True):
+            completion = completion_token_ids(answer, tokenizer, max_completion_tokens)
             sequences.append(TokenizedCompletion(prompt + completion, len(prompt), advantage))
     return sequences
 
@@ -386,7 +377,7 @@ class GRPOTrainer:
             log.info("GRPO step skipped: no group has distinct rewards")
             return self._skipped(mean_reward, started)
 
-        # --- tokens: re-tokenise every completion with this node's tokenizer
+        # --- tokens: own samples as sampled, texts tokenised once with this node's tokenizer
         sequences = tokenize_groups(
             [g for g, _ in kept], [a for _, a in kept], self.tokenizer, cfg.max_completion_tokens
         )

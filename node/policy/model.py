@@ -41,6 +41,7 @@ from transformers import (
 
 from transformers.utils import logging as hf_logging
 
+from node.learning_data import Message
 from node.policy.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,6 @@ _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Tokens that end an assistant turn in common chat templates (ChatML, Llama 3, Gemma, Phi-3), and
 # the plain end-of-text token; only those in a tokenizer's vocabulary count.
 _END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
-
-Message = Mapping[str, str]
-"""One chat message: ``{"role": "system" | "user" | "assistant", "content": text}``."""
 
 
 @dataclass

@@ -17,8 +17,9 @@ from transformers import PreTrainedTokenizerBase
 
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.checkpoint import CheckpointInfo, load_checkpoint, save_checkpoint
-from node.policy.generation import SamplingConfig, generate
-from node.policy.grpo import GRPOConfig, GRPOTrainer, ScoredGroup, StepMetrics
+from node.learning_data import GeneratedGroup, ScoredGroup, StepMetrics
+from node.policy.generation import SamplingConfig, generate_groups
+from node.policy.grpo import GRPOConfig, GRPOTrainer
 from node.tasks import TaskItem, build_messages
 
 
@@ -66,11 +67,14 @@ class Learner:
     def model_name(self) -> str:
         return self.pool.base.name
 
-    def generate(self, tasks: Sequence[TaskItem], group_size: int, *, seed: int) -> list[list[str]]:
-        """``group_size`` completion texts per task, sampled with the current adapter."""
+    def generate(
+        self, tasks: Sequence[TaskItem], group_size: int, *, seed: int
+    ) -> list[GeneratedGroup]:
+        """``group_size`` completions per task, sampled with the current adapter: their texts
+        (published) and the prompt and completion token ids (trained on as they are)."""
         prompts = [build_messages(task) for task in tasks]
         with self.pool.activate(self.name) as model:
-            completions = generate(
+            return generate_groups(
                 model,
                 self.tokenizer,
                 prompts,
@@ -78,7 +82,6 @@ class Learner:
                 sampling=self.settings.sampling,
                 seed=seed,
             )
-        return [[c.text for c in group] for group in completions]
 
     def train(self, groups: Sequence[ScoredGroup]) -> StepMetrics:
         """One GRPO update of this node's adapter on ``groups``."""

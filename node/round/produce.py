@@ -14,6 +14,7 @@ from node.chain.reverts import (
     SwarmCoordinatorAlreadyPublished,
     SwarmCoordinatorWrongRound,
 )
+from node.learning_data import GeneratedGroup
 from node.rollouts import decode_batch
 from node.rollouts.assemble import assemble_batch
 from node.rollouts.schema import ModelInfo
@@ -64,13 +65,13 @@ class Producer(NodeCore):
         """Derives the round's tasks, samples G completions each, scores, signs and encodes."""
         tasks = self.tasks(round)
         with report.timings.measure("generate"):
-            texts = self.learner.generate(
+            generated = self.learner.generate(
                 tasks,
                 self.settings.group_size,
                 seed=derived_seed("gen", self.settings.seed, self.address, round),
             )
         with report.timings.measure("sign"):
-            return self.build_batch(round, tasks, texts)
+            return self.build_batch(round, tasks, generated)
 
     def _build_and_store(self, round: int, report: RoundReport) -> OwnBatch:
         batch = self.generate_batch(round, report)
@@ -92,9 +93,9 @@ class Producer(NodeCore):
         return record
 
     def build_batch(
-        self, round: int, tasks: Sequence[TaskItem], texts: Sequence[Sequence[str]]
+        self, round: int, tasks: Sequence[TaskItem], generated: Sequence[GeneratedGroup]
     ) -> BatchToPublish:
-        """Scores, signs and encodes this node's batch (and remembers it for training)."""
+        """Scores, signs and encodes this node's batch (and remembers its samples for training)."""
         encoded = assemble_batch(
             account=self.client.sender.account,  # type: ignore[union-attr]
             domain=self.client.domain,
@@ -102,15 +103,11 @@ class Producer(NodeCore):
             preset=self.preset.name,
             model=ModelInfo(name=self.learner.model_name, adapter_digest=None),
             tasks=tasks,
-            texts=texts,
+            texts=[g.texts for g in generated],
             compress=self.settings.compress,
         )
-        groups = encoded.batch.body.groups
-        self._own[round] = OwnRound(
-            tasks=tuple(tasks),
-            texts=tuple(tuple(c.text for c in g.completions) for g in groups),
-            rewards=tuple(tuple(c.reward for c in g.completions) for g in groups),
-        )
+        rewards = [[c.reward for c in g.completions] for g in encoded.batch.body.groups]
+        self._own[round] = OwnRound.from_generated(tasks, generated, rewards)
         return BatchToPublish(
             encoded.data,
             encoded.digest,
