@@ -10,7 +10,9 @@
     GET /openapi.json          the schema of all of the above
 
 The interactive docs pages are switched off: they load their scripts from a CDN, and the indexer
-must work offline. Bad input gets a 4xx with a one-line ``detail``.
+must work offline. Bad input gets a 422 with a one-line ``detail``; every accepted range and pattern
+is in the OpenAPI document. Integers stop at 2^63 - 1 because both databases hold int64: rounds are
+uint64 on-chain, but ``(timestamp - genesis) / roundDuration`` stays far below 2^63.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
-from eth_utils import is_address, to_checksum_address
+from eth_utils import to_checksum_address
 from fastapi import FastAPI, HTTPException, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -42,6 +44,10 @@ from node.chain.deployment import Deployment
 
 STATIC_DIR = Path(str(resources.files("coordinator_indexer") / "static"))
 MAX_PAGE = 500
+#: Largest integer a path or query parameter may be: the databases' int64 (SQLite's driver
+#: overflows above it, Postgres' bigint ends there).
+MAX_INT64 = 2**63 - 1
+ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 #: "ok" means caught up once (when ingestion runs in this process) and at most this many blocks
 #: behind the head seen at the last poll.
 LAG_OK_BLOCKS = 10
@@ -69,7 +75,11 @@ def create_app(
         description="Peers, rounds and verified rewards of one SwarmCoordinator, from its events.",
         docs_url=None,
         redoc_url=None,
-        responses={400: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}},
+        responses={
+            404: {"model": Problem, "description": "No such peer or round (as far as indexed)."},
+            422: {"model": Problem, "description": "A parameter outside its range or pattern."},
+            503: {"model": Problem, "description": "Ingestion stopped on an error (the reason)."},
+        },
     )
     app.add_exception_handler(RequestValidationError, _validation_problem)  # type: ignore[arg-type]
 
@@ -82,7 +92,9 @@ def create_app(
     @app.get("/api/leaderboard", response_model=Leaderboard, tags=["leaderboard"])
     def leaderboard(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Peers per page.")] = 50,
-        offset: Annotated[int, Query(ge=0, description="Peers to skip.")] = 0,
+        offset: Annotated[
+            int, Query(ge=0, le=MAX_INT64, description="Peers to skip (0 to 2^63 - 1).")
+        ] = 0,
         sort: Annotated[
             Literal["rank", "verified", "claimed", "rounds", "stake", "slashes", "name"],
             Query(description="Column to sort by."),
@@ -105,12 +117,17 @@ def create_app(
 
     @app.get("/api/peers/{address}", response_model=PeerDetail, tags=["peers"])
     def peer(
-        address: Annotated[str, PathParam(description="The peer's address (any hex case).")],
+        address: Annotated[
+            str,
+            PathParam(
+                pattern=ADDRESS_PATTERN,
+                description="The peer's address: 0x and 40 hex digits, any case (the EIP-55 "
+                "checksum is not required).",
+            ),
+        ],
     ) -> dict:
         """One peer: summary, every batch with its verdict, and its stake history."""
-        if not is_address(address):
-            raise HTTPException(400, f"not an Ethereum address: {address!r}")
-        checksummed = to_checksum_address(address)
+        checksummed = to_checksum_address(address.lower())
         with store.engine.connect() as conn:
             found = queries.peer(conn, checksummed)
         if found is None:
@@ -119,8 +136,10 @@ def create_app(
 
     @app.get("/api/rounds", response_model=RoundsPage, tags=["rounds"])
     def rounds(
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Rounds per page.")] = 100,
+        offset: Annotated[
+            int, Query(ge=0, le=MAX_INT64, description="Rounds to skip (0 to 2^63 - 1).")
+        ] = 0,
         order: Literal["asc", "desc"] = "asc",
     ) -> dict:
         """Totals per round (claimed and verified reward, batches, attestations, slashes)."""
@@ -129,7 +148,11 @@ def create_app(
         return {**page, "limit": limit, "offset": offset, "order": order}
 
     @app.get("/api/rounds/{round}", response_model=RoundDetail, tags=["rounds"])
-    def round_(round: Annotated[int, PathParam(ge=0, lt=2**64)]) -> dict:
+    def round_(
+        round: Annotated[
+            int, PathParam(ge=0, le=MAX_INT64, description="The round (0 to 2^63 - 1).")
+        ],
+    ) -> dict:
         """One round: totals and every batch published for it."""
         with store.engine.connect() as conn:
             found = queries.round_detail(conn, round)

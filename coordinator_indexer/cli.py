@@ -1,7 +1,8 @@
 """``swarm-indexer``: index a SwarmCoordinator's events and serve the public leaderboard.
 
-Errors a user can act on (a missing deployment file, an unreachable RPC or database, a busy port, a
-reorg deeper than the kept window) are printed as one line and exit non-zero; no traceback.
+Errors a user can act on (a missing deployment file, an unreachable RPC or database, a busy port)
+are printed as one line and exit non-zero; no traceback. An error that stops ingestion later (a
+reorg deeper than the kept window) is printed too, but ``run`` keeps answering 503 with it.
 """
 
 from __future__ import annotations
@@ -150,8 +151,9 @@ def run(
     """Ingest continuously and serve the API and leaderboard page.
 
     Prints `serving <url>` once the port accepts connections, then progress while catching
-    up. Stops cleanly on Ctrl-C or SIGTERM (exit 0); exits 1 if ingestion stops on an error
-    (for example a reorg deeper than --confirmations), after printing it.
+    up. If ingestion stops on an error (for example a reorg deeper than --confirmations), it
+    prints the error and keeps serving: /health and every /api/ route answer 503 with the
+    reason. Stops on Ctrl-C or SIGTERM: exit 0, or 1 if ingestion had stopped on an error.
     """
     settings = ServiceSettings(
         rpc_url=rpc_url,
@@ -184,7 +186,7 @@ def run(
         service.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if stop.is_set():
+    if stop.is_set() and not service.failed.is_set():
         _echo("stopped")
         return
     raise click.ClickException(f"indexing stopped: {service.status.error or 'unknown reason'}")

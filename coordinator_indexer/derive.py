@@ -10,7 +10,9 @@ Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
   attested has no verified reward (NULL), and counts 0 towards its peer's total.
 - A peer's **verified reward** is the sum of its batches' verified rewards; its **claimed reward**
   the sum of its claims. Both are int64 milli-units (PROTOCOL.md): reward x 1000.
-- A batch is **verified** when at least one peer attested it and agreements are at least the flags.
+- A batch is **verified** when at least one attester agreed, agreements are at least the flags,
+  and it was not slashed (:func:`is_verified`). A peer's ``verified_batches`` and the swarm's
+  ``/api/stats`` count batches with exactly this predicate.
 
 Everything here is recomputed from scratch for the touched keys (delete, then insert), so adding
 rows and rolling them back after a reorg go through the same code and cannot drift apart.
@@ -22,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, and_, bindparam, case, func, select, tuple_
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, false, func, select, tuple_
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
@@ -31,6 +33,20 @@ from node.chain.models import median_milli
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
+
+
+def is_verified(publications: Any = schema.publications) -> ColumnElement[bool]:
+    """The one definition of a *verified* batch, as a SQL predicate over ``publications``.
+
+    A slash needs more flags than agreements, so ``agreements >= flags`` already excludes one; the
+    ``slashed`` test states the rule outright."""
+    p = publications
+    return and_(p.c.agreements > 0, p.c.agreements >= p.c.flags, p.c.slashed == false())
+
+
+def count_verified(publications: Any = schema.publications) -> ColumnElement[int]:
+    """How many of the selected batches are verified (0 for none)."""
+    return func.coalesce(func.sum(case((is_verified(publications), 1), else_=0)), 0)
 
 
 def recompute(conn: Connection, touched: Touched) -> None:
@@ -132,6 +148,11 @@ def _stake_state(changes: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def recompute_all_peers(conn: Connection) -> None:
+    """Recomputes every registered peer's row (a migration that changes a definition)."""
+    _recompute_peers(conn, {row.peer for row in conn.execute(select(schema.registrations.c.peer))})
+
+
 def _recompute_peers(conn: Connection, peers: set[str]) -> None:
     r, s, p, a = (
         schema.registrations,
@@ -152,7 +173,7 @@ def _recompute_peers(conn: Connection, peers: set[str]) -> None:
                 select(
                     p.c.peer,
                     func.count().label("rounds"),
-                    func.count(p.c.verified_milli).label("verified_rounds"),
+                    count_verified(p).label("verified_batches"),
                     func.coalesce(func.sum(p.c.claimed_milli), 0).label("claimed"),
                     func.coalesce(func.sum(p.c.verified_milli), 0).label("verified"),
                     func.coalesce(func.sum(p.c.flags), 0).label("flags"),
@@ -185,7 +206,7 @@ def _peer_row(registration: Any, changes: list[Any], published: Any, given: int)
         "registered_block": registration.block_number,
         **_stake_state(changes),
         "rounds": published.rounds if published else 0,
-        "verified_rounds": published.verified_rounds if published else 0,
+        "verified_batches": int(published.verified_batches) if published else 0,
         "claimed_milli": int(published.claimed) if published else 0,
         "verified_milli": int(published.verified) if published else 0,
         "flags_received": int(published.flags) if published else 0,

@@ -1,10 +1,11 @@
 """Versioned schema migrations: a ``schema_migrations`` table lists what was applied, and
 ``migrate`` applies the missing steps in order, each in its own transaction.
 
-A step is a function of a connection. Step 1 creates the tables of ``schema`` as they were at
-version 1; a later change to the schema adds a step (``ALTER TABLE ...``) instead of editing step 1,
-so a database made by an older release is brought forward, never recreated. A database newer than
-this software is refused: silently serving a schema it does not understand would be worse.
+A step is a function of a connection. Step 1 creates the tables of the current ``schema``; a later
+change to the schema adds a step (``ALTER TABLE ...``) that brings a database made by an older
+release forward and leaves one that step 1 just created as it is, so fresh and upgraded databases
+end up alike and none is ever recreated. A database newer than this software is refused: silently
+serving a schema it does not understand would be worse.
 """
 
 from __future__ import annotations
@@ -12,9 +13,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy import BigInteger, Column, Connection, Engine, Integer, MetaData, String, Table
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    inspect,
+    text,
+)
 
 from coordinator_indexer import schema
+from coordinator_indexer.derive import recompute_all_peers
 from coordinator_indexer.errors import IndexerError
 
 _bookkeeping = MetaData()
@@ -31,9 +44,19 @@ def _create_v1_tables(conn: Connection) -> None:
     schema.metadata.create_all(conn, checkfirst=True)
 
 
+def _verified_batches(conn: Connection) -> None:
+    """peers.verified_rounds (batches anyone attested) becomes verified_batches (derive.is_verified,
+    the definition /api/stats uses), recomputed for every peer."""
+    columns = {column["name"] for column in inspect(conn).get_columns("peers")}
+    if "verified_rounds" in columns:
+        conn.execute(text("ALTER TABLE peers RENAME COLUMN verified_rounds TO verified_batches"))
+    recompute_all_peers(conn)
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
+    (2, "peers.verified_batches: one definition of a verified batch", _verified_batches),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -10,6 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+#: The one definition of a verified batch (coordinator_indexer.derive.is_verified), for the schema.
+VERIFIED = (
+    "at least one attester agreed, agreements are at least the flags, and the batch was not "
+    "slashed"
+)
+
 
 class LeaderboardEntry(BaseModel):
     rank: int = Field(description="Position by verified reward (1 = highest), on every page.")
@@ -21,7 +27,7 @@ class LeaderboardEntry(BaseModel):
     )
     claimed_reward: float = Field(description="Sum of the rewards the peer itself claimed.")
     rounds: int = Field(description="Rounds in which the peer published a batch.")
-    verified_rounds: int = Field(description="Of those, rounds whose batch someone attested.")
+    verified_batches: int = Field(description=f"Of those, batches that are verified: {VERIFIED}.")
     stake_wei: str
     stake_eth: float
     slashes: int
@@ -111,10 +117,8 @@ class Stats(BaseModel):
     latest_round: int | None = Field(description="Highest round with a batch.")
     current_round: int | None = Field(description="The chain's round at the indexed block.")
     batches: int
-    attested_batches: int
-    verified_batches: int = Field(
-        description="Batches attested by someone with at least as many agreements as flags."
-    )
+    attested_batches: int = Field(description="Batches at least one other peer attested.")
+    verified_batches: int = Field(description=f"Batches that are verified: {VERIFIED}.")
     verified_share: float = Field(description="verified_batches / batches (0 when none).")
     attestations: int
     claimed_reward: float

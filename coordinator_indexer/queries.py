@@ -1,16 +1,19 @@
 """Read-side queries behind the HTTP API: plain dicts out, one function per question.
 
-Rank is always the position by verified reward (ties: claimed reward, then address), whatever
-order a page is sorted in, so a peer's rank means the same thing on every page.
+Rank is always the position by verified reward (ties: claimed reward, then the address as a
+number), whatever order a page is sorted in, so a peer's rank means the same thing on every page.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, desc, func, select
+from sqlalchemy import Connection, String, case, desc, func, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from coordinator_indexer import schema
+from coordinator_indexer.derive import count_verified
 from coordinator_indexer.store import IndexerState
 
 SORTS = {
@@ -26,10 +29,35 @@ SORTS = {
 _P = schema.peers
 
 
+class address_order(FunctionElement):  # noqa: N801 - used like a SQL function
+    """Sorts addresses by value (uint160, as the contract orders subjects), not by their EIP-55
+    text, where 0xF9.. sorts before 0xf6..: lowercased, 40 hex digits compare as the number, in
+    byte order (COLLATE "C" on Postgres, whose database collation may be a locale's)."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(address_order)
+def _address_order(element: address_order, compiler: Any, **kw: Any) -> str:
+    return f"lower({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(address_order, "postgresql")
+def _address_order_postgres(element: address_order, compiler: Any, **kw: Any) -> str:
+    return f'lower({compiler.process(element.clauses, **kw)}) COLLATE "C"'
+
+
 def _rank_column() -> Any:
     return (
         func.rank()
-        .over(order_by=(desc(_P.c.verified_milli), desc(_P.c.claimed_milli), _P.c.address))
+        .over(
+            order_by=(
+                desc(_P.c.verified_milli),
+                desc(_P.c.claimed_milli),
+                address_order(_P.c.address),
+            )
+        )
         .label("rank")
     )
 
@@ -41,7 +69,7 @@ def leaderboard(conn: Connection, *, sort: str, order: str, limit: int, offset: 
     descending = order == "desc"
     if sort == "rank":  # rank 1 first means verified reward descending
         descending = not descending
-    ordering = [key.desc() if descending else key.asc(), ranked.c.rank, ranked.c.address]
+    ordering = [key.desc() if descending else key.asc(), ranked.c.rank]
     rows = conn.execute(select(ranked).order_by(*ordering).limit(limit).offset(offset)).all()
     total = conn.execute(select(func.count()).select_from(_P)).scalar_one()
     return {"total": int(total), "entries": [_peer_entry(row) for row in rows]}
@@ -61,7 +89,7 @@ def _peer_entry(row: Any) -> dict:
         "verified_reward": row.verified_milli / 1000,
         "claimed_reward": row.claimed_milli / 1000,
         "rounds": row.rounds,
-        "verified_rounds": row.verified_rounds,
+        "verified_batches": row.verified_batches,
         "stake_wei": row.stake_wei,
         "stake_eth": int(row.stake_wei) / 10**18,
         "slashes": row.slashes,
@@ -155,7 +183,7 @@ def round_detail(conn: Connection, round_: int) -> dict | None:
         select(p, _P.c.name)
         .join(_P, _P.c.address == p.c.peer, isouter=True)
         .where(p.c.round == round_)
-        .order_by(func.coalesce(p.c.verified_milli, -(2**62)).desc(), p.c.peer)
+        .order_by(func.coalesce(p.c.verified_milli, -(2**62)).desc(), address_order(p.c.peer))
     ).all()
     return {
         **_round_entry(row),
@@ -202,12 +230,7 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
         select(
             func.count(),
             func.count(p.c.verified_milli),
-            func.coalesce(
-                func.sum(
-                    case((and_(p.c.attestations > 0, p.c.agreements >= p.c.flags), 1), else_=0)
-                ),
-                0,
-            ),
+            count_verified(p),
             func.coalesce(func.sum(p.c.claimed_milli), 0),
             func.coalesce(func.sum(p.c.verified_milli), 0),
             func.count(func.distinct(p.c.round)),

@@ -9,11 +9,12 @@ For another program (the local swarm launcher, tests):
     service.stop()             # or: with IndexerService(...) as service: ...
 
 or as a subprocess: ``swarm-indexer run ...`` (``coordinator_indexer.cli``), which prints
-``serving <url>`` once the port accepts connections, stops cleanly on SIGINT or SIGTERM (exit 0)
-and exits 1 when ingestion stops on an error (a reorg deeper than the kept window, say).
+``serving <url>`` once the port accepts connections and stops on SIGINT or SIGTERM.
 
-When ingestion stops on an error, ``/health`` answers 503 with the error and every ``/api/...``
-route answers 503 too: the service never serves rows it can no longer vouch for.
+When ingestion stops on an error (a reorg deeper than the kept window, say), the server stays up:
+``/health`` answers 503 with the error and every ``/api/...`` route answers 503 with it too, so a
+public leaderboard explains itself instead of refusing connections, and never serves rows it can
+no longer vouch for. ``failed`` is set then; ``stopped`` only when the service stops.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class IndexerService:
         self.verbose = verbose
         self.status = IngestStatus(running=False)
         self.stopped = threading.Event()  # set when the service stops, for whatever reason
+        self.failed = threading.Event()  # set when ingestion stops on an error (still serving)
         self._stop_ingest = threading.Event()
         self._threads: list[threading.Thread] = []
         self._server: uvicorn.Server | None = None
@@ -148,15 +150,19 @@ class IndexerService:
         try:
             indexer.run(self._stop_ingest, on_step=on_step, on_unavailable=progress.rpc_unavailable)
         except (IndexerError, ChainError) as exc:
-            self.status.error = str(exc)
-            self.write(f"error: {exc}")
-            self.stopped.set()
+            self._fail(str(exc))
         except Exception as exc:
-            self.status.error = f"unexpected error in ingestion: {exc!r}"
             log.exception("ingestion failed")
-            self.stopped.set()
+            self._fail(f"unexpected error in ingestion: {exc!r}")
         finally:
             self.status.running = False
+
+    def _fail(self, error: str) -> None:
+        """Ingestion is over for good; the server goes on answering 503 with ``error``."""
+        self.status.error = error
+        self.write(f"error: {error}")
+        self.write("still serving: /health and every /api/ route answer 503 with this reason")
+        self.failed.set()
 
     async def _refuse_when_failed(self, request: Request, call_next: Callable) -> object:
         if self.status.error and request.url.path.startswith("/api/"):
@@ -168,7 +174,8 @@ class IndexerService:
     # ------------------------------------------------------------------------------- stopping
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until the service stops by itself (an error) or ``stop`` is called."""
+        """Blocks until the service stops: the HTTP server failed, or ``stop`` was called (a failed
+        ingestion does not stop it; see ``failed``)."""
         return self.stopped.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Iterator
 
 import pytest
 import requests
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
 
+from coordinator_indexer import queries
 from coordinator_indexer.ingest import IngestSettings
 from coordinator_indexer.service import IndexerService, ServiceSettings
+from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.indexer.scenario import (
+    ETHER,
     EXPECTED_CLAIMED,
     EXPECTED_RANKING,
     EXPECTED_STAKE,
@@ -125,11 +132,66 @@ def test_peer_history(served) -> None:
 
 
 def test_unknown_and_malformed_peers(served) -> None:
-    service, _ = served
+    service, swarm = served
     unknown = get(service, "/api/peers/0x" + "ab" * 20)
     assert unknown.status_code == 404 and "no peer" in unknown.json()["detail"]
     malformed = get(service, "/api/peers/0x1234")
-    assert malformed.status_code == 400 and "not an Ethereum address" in malformed.json()["detail"]
+    assert malformed.status_code == 422 and "pattern" in malformed.json()["detail"]
+    carol = swarm.address("carol")
+    wrong_checksum = "0x" + carol[2:].swapcase()  # any case is accepted, as the spec says
+    assert get(service, f"/api/peers/{wrong_checksum}").json()["address"] == carol
+
+
+#: (path, query, word the one-line reason must contain): each must be a 422, on every database.
+OUT_OF_RANGE = [
+    ("/api/rounds/9223372036854775808", {}, "round"),  # 2^63: SQLite's driver overflowed (500)
+    ("/api/rounds/18446744073709551616", {}, "round"),  # 2^64
+    ("/api/rounds", {"offset": 2**63}, "offset"),
+    ("/api/leaderboard", {"offset": 2**63}, "offset"),
+    ("/api/leaderboard", {"offset": 10**30}, "offset"),
+    ("/api/peers/0", {}, "address"),
+    ("/api/peers/0x" + "g" * 40, {}, "address"),
+    ("/api/peers/0x" + "ab" * 21, {}, "address"),
+]
+
+
+def assert_out_of_range_input_is_a_422(service: IndexerService) -> None:
+    """Out-of-range numbers and malformed addresses get a one-line 422; the largest accepted
+    values (2^63 - 1) reach the database and answer normally."""
+    for path, params, mentions in OUT_OF_RANGE:
+        response = get(service, path, **params)
+        assert response.status_code == 422, (path, params, response.text)
+        detail = response.json()["detail"]
+        assert isinstance(detail, str) and "\n" not in detail and mentions in detail
+    largest = 2**63 - 1
+    assert get(service, f"/api/rounds/{largest}").status_code == 404
+    for path in ("/api/rounds", "/api/leaderboard"):
+        response = get(service, path, offset=largest)
+        assert response.status_code == 200 and response.json()["entries"] == []
+
+
+def test_out_of_range_input_is_a_422_on_sqlite(served) -> None:
+    assert_out_of_range_input_is_a_422(served[0])
+
+
+def test_openapi_states_the_accepted_ranges_and_pattern(served) -> None:
+    spec = get(served[0], "/openapi.json").json()
+
+    def parameter(path: str, name: str) -> dict:
+        (found,) = [p for p in spec["paths"][path]["get"]["parameters"] if p["name"] == name]
+        return found["schema"]
+
+    def bounds(path: str, name: str) -> tuple[int, int]:
+        schema = parameter(path, name)
+        return schema["minimum"], schema["maximum"]
+
+    assert bounds("/api/rounds/{round}", "round") == (0, 2**63 - 1)
+    for path in ("/api/rounds", "/api/leaderboard"):
+        assert bounds(path, "offset") == (0, 2**63 - 1)
+        assert bounds(path, "limit") == (1, 500)
+    assert parameter("/api/peers/{address}", "address")["pattern"] == "^0x[0-9a-fA-F]{40}$"
+    answers = spec["paths"]["/api/peers/{address}"]["get"]["responses"]
+    assert set(answers) == {"200", "404", "422", "503"}  # no undocumented 400 any more
 
 
 def test_rounds_and_one_round(served) -> None:
@@ -155,6 +217,54 @@ def test_stats(served, deployment) -> None:
     assert stats["total_stake_wei"] == str(10 * 10**18)
     assert stats["current_round"] == swarm.round + 3
     assert stats["coordinator"] == deployment.coordinator
+
+
+def test_one_definition_of_a_verified_batch(served) -> None:
+    """carol's round-r batch was flagged 2 to 1 and slashed, her round-r+1 batch agreed: one of her
+    batches is verified, on the leaderboard, on her page and in the stats alike."""
+    service, swarm = served
+    entries = get(service, "/api/leaderboard").json()["entries"]
+    verified = {e["name"]: e["verified_batches"] for e in entries}
+    assert verified == {"alice": 2, "bob": 2, "carol": 1, "dave": 2, "erin": 0}
+    carol = get(service, f"/api/peers/{swarm.address('carol')}").json()
+    assert (carol["rounds"], carol["verified_batches"]) == (2, 1)
+    assert carol["batches"][0]["slashed"] and carol["batches"][0]["attestations"] == 3
+    stats = get(service, "/api/stats").json()
+    assert stats["verified_batches"] == sum(verified.values()) == 7
+    assert stats["attested_batches"] == 8  # attested is not verified: the slashed one counts here
+
+
+def text_and_number_disagree() -> tuple[LocalAccount, LocalAccount]:
+    """Two accounts whose EIP-55 addresses sort one way as text and the other way as numbers
+    (like 0xF9b3... and 0xf6e1...: "F" < "f" as text, 0xf9 > 0xf6 as numbers)."""
+    accounts = [Account.from_key(hashlib.sha256(f"tie-{i}".encode()).digest()) for i in range(64)]
+    for above in accounts:
+        for below in accounts:
+            if above.address < below.address and int(above.address, 16) > int(below.address, 16):
+                return above, below
+    raise AssertionError("no such pair among 64 accounts")
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_ties_are_broken_by_the_address_as_a_number(
+    chain, client_for, make_indexer, request, database
+) -> None:
+    first_as_text, first_as_number = text_and_number_disagree()
+    for account in (first_as_text, first_as_number):
+        chain.fund(account.address, 10 * ETHER)
+        client_for(account).register("twin", 2 * ETHER)  # equal stake, no rewards: a tie
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    indexer = make_indexer(url)
+    indexer.sync()
+    twins = {first_as_text.address, first_as_number.address}
+    with indexer.store.engine.connect() as conn:
+        page = queries.leaderboard(conn, sort="rank", order="asc", limit=500, offset=0)
+        by_name = queries.leaderboard(conn, sort="name", order="asc", limit=500, offset=0)
+        ranks = [queries.peer_rank(conn, a.address) for a in (first_as_number, first_as_text)]
+    order = [e["address"] for e in page["entries"] if e["address"] in twins]
+    assert order == [first_as_number.address, first_as_text.address]
+    assert [e["address"] for e in by_name["entries"] if e["address"] in twins] == order
+    assert ranks[0] is not None and ranks[1] is not None and ranks[0] < ranks[1]
 
 
 def test_health_reports_lag_and_openapi_is_served(served, chain) -> None:
@@ -190,21 +300,31 @@ def test_the_leaderboard_fills_as_peers_publish(
         service.stop()
 
 
-def test_a_deep_reorg_stops_serving_data(chain, client_for, dev_accounts, deployment, tmp_path):
+def test_a_deep_reorg_stops_serving_data_but_not_the_server(
+    chain, client_for, dev_accounts, deployment, tmp_path
+):
     play(chain, client_for, dev_accounts[1:], phases=2)
     service = start_service(chain, deployment, tmp_path, confirmations=1)
     try:
         head = chain.w3.eth.block_number
         wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
         chain.rpc("anvil_reorg", 5, [])
-        wait_for(lambda: get(service, "/health").status_code == 503, what="health to turn 503")
-        health = get(service, "/health").json()
-        assert health["status"] == "error" and "reorganised below block" in health["error"]
-        refused = get(service, "/api/leaderboard")
-        assert refused.status_code == 503 and "indexing stopped" in refused.json()["detail"]
-        assert service.wait(5)
+        assert service.failed.wait(30)
+        time.sleep(0.5)  # still up a while later: the reason stays readable
+        assert not service.stopped.is_set()
+        health = get(service, "/health")
+        assert health.status_code == 503
+        assert health.json()["status"] == "error"
+        assert "reorganised below block" in health.json()["error"]
+        for path in ("/api/leaderboard", "/api/stats", "/api/rounds"):
+            refused = get(service, path)
+            detail = refused.json()["detail"]
+            assert refused.status_code == 503 and detail.startswith("indexing stopped: ")
+            assert "reorganised below block" in detail and "\n" not in detail
+        assert get(service, "/").status_code == 200  # the page loads and shows why
     finally:
         service.stop()
+    assert service.stopped.is_set()
 
 
 def test_the_listening_socket_says_tcp_so_keep_alive_answers_are_not_delayed() -> None:

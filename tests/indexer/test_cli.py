@@ -84,7 +84,7 @@ def test_run_serves_then_stops_cleanly_on_a_signal(
         requests.get(url + "health", timeout=2)
 
 
-def test_run_exits_1_with_the_reason_after_a_deep_reorg(
+def test_run_keeps_answering_503_after_a_deep_reorg_and_exits_1_when_stopped(
     chain, client_for, dev_accounts, deployment, tmp_path
 ) -> None:
     play(chain, client_for, dev_accounts[1:], phases=2)
@@ -106,11 +106,23 @@ def test_run_exits_1_with_the_reason_after_a_deep_reorg(
             assert time.monotonic() < deadline
             time.sleep(0.05)
         chain.rpc("anvil_reorg", 5, [])
+        deadline = time.monotonic() + 30
+        while requests.get(url + "health", timeout=5).status_code != 503:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert process.poll() is None  # the server stays up to say why
+        refused = requests.get(url + "api/leaderboard", timeout=5)
+        assert refused.status_code == 503
+        assert refused.json()["detail"].startswith("indexing stopped: ")
+        assert "reorganised below block" in refused.json()["detail"]
+        process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 1
+    assert process.returncode == 1  # stopped, but ingestion had failed
+    assert "error: " in out and "still serving" in out
     assert "reorganised below block" in err and "Traceback" not in err
 
 

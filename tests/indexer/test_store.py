@@ -13,7 +13,7 @@ from coordinator_indexer.migrations import LATEST_VERSION, current_version, migr
 from coordinator_indexer.store import Store
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.indexer.scenario import EXPECTED_RANKING, play
-from tests.indexer.test_api import caught_up
+from tests.indexer.test_api import assert_out_of_range_input_is_a_422, caught_up
 from tests.waiting import wait_for
 from tests.indexer.test_reorg import tables
 
@@ -35,6 +35,36 @@ def test_migrations_are_recorded_and_idempotent(sqlite_url) -> None:
         mode = conn.execute(text("PRAGMA journal_mode")).scalar()
     assert mode == "wal"
     store.close()
+
+
+@pytest.mark.integration
+def test_migration_2_renames_and_recomputes_verified_batches(
+    chain, client_for, dev_accounts, make_indexer, sqlite_url
+) -> None:
+    """A version-1 database counted a peer's batches anyone attested (``verified_rounds``): carol's
+    slashed batch counted. Opening it renames the column and recomputes it as verified."""
+    play(chain, client_for, dev_accounts[1:])
+    url = sqlite_url("v1")
+    indexer = make_indexer(url)
+    indexer.sync()
+    expected = indexer.store.dump()
+    with indexer.store.engine.begin() as conn:  # back to the version-1 shape and meaning
+        conn.execute(text("ALTER TABLE peers RENAME COLUMN verified_batches TO verified_rounds"))
+        conn.execute(text("UPDATE peers SET verified_rounds = rounds"))
+        conn.execute(text("DELETE FROM schema_migrations WHERE version >= 2"))
+    indexer.store.close()
+
+    store = Store.open(url)
+    try:
+        assert current_version(store.engine) == LATEST_VERSION
+        assert store.dump() == expected
+        with store.engine.connect() as conn:
+            carol = conn.execute(
+                text("SELECT rounds, verified_batches FROM peers WHERE name = 'carol'")
+            ).one()
+    finally:
+        store.close()
+    assert tuple(carol) == (2, 1)
 
 
 def test_a_database_from_a_newer_indexer_is_refused(sqlite_url) -> None:
@@ -129,6 +159,8 @@ def test_the_api_serves_from_postgres(
         wait_for(lambda: caught_up(service, head), what="the indexer on Postgres")
         board = requests.get(service.url + "api/leaderboard", timeout=10).json()
         stats = requests.get(service.url + "api/stats", timeout=10).json()
+        assert_out_of_range_input_is_a_422(service)
     names = swarm.names_by_address()
     assert [names[e["address"]] for e in board["entries"]] == EXPECTED_RANKING
     assert stats["verified_batches"] == 7 and stats["batches"] == 8
+    assert sum(e["verified_batches"] for e in board["entries"]) == 7

@@ -68,7 +68,7 @@ def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> No
         board = wait_for_leaderboard(url, peers=2, rounds=2)
         assert {e["address"]: e["name"] for e in board["entries"]} == addresses
         for entry in board["entries"]:
-            assert entry["rounds"] == 2 and entry["verified_rounds"] == 2
+            assert entry["rounds"] == 2 and entry["verified_batches"] == 2
             assert entry["attestations_given"] == 2 and entry["flags_received"] == 0
         assert demo.stop(signal.SIGINT) == 0
     finally:
@@ -84,7 +84,7 @@ def wait_for_leaderboard(url: str, *, peers: int, rounds: int) -> dict:
     while True:
         board = requests.get(f"{url}/api/leaderboard", timeout=5).json()
         entries = board["entries"]
-        if len(entries) == peers and all(e["verified_rounds"] == rounds for e in entries):
+        if len(entries) == peers and all(e["verified_batches"] == rounds for e in entries):
             return board
         if time.monotonic() > deadline:
             raise AssertionError(f"the leaderboard never showed {rounds} rounds: {board}")
