@@ -1,7 +1,7 @@
 """Limits of the ``swarm.rollouts/1`` document; a receiver rejects a batch above any of them.
 
-The first four come from PROTOCOL.md ("Batch document"); the string limits are this
-implementation's choice (PROTOCOL is silent) and are part of the wire format: a batch that
+The first four come from the v1 protocol; the string limits are this implementation's choice (v1
+was silent). All are part of the wire format (docs/PROTOCOL.md, "Limits"): a batch that
 exceeds one is rejected by every node running this code, so raise them only everywhere at once.
 "Characters" are Unicode code points (Python's ``len`` of the decoded string).
 """
@@ -10,13 +10,18 @@ from __future__ import annotations
 
 SCHEMA = "swarm.rollouts/1"
 
-# --- PROTOCOL.md ---
+# --- v1 protocol ---
 MAX_GROUPS = 64
 MAX_COMPLETIONS_PER_GROUP = 32
 MAX_COMPLETION_CHARS = 8192
 MAX_BATCH_BYTES = 1024 * 1024  # the stored bytes, and what they decompress to
 
 # --- chosen here ---
+#: Most bytes a verifier reads of a committed batch. Above MAX_BATCH_BYTES so that a batch whose
+#: bytes hash to the committed digest and exceed the limit is provably the publisher's fault
+#: (flagged ``too_large``); a blob over this ceiling is not read, and proves nothing
+#: (``fetch_failed``, never attested).
+MAX_FETCH_BYTES = 4 * MAX_BATCH_BYTES
 #: reasoning-gym dataset names are short identifiers ("basic_arithmetic").
 MAX_DATASET_CHARS = 64
 #: Generated questions; the longest reasoning-gym prompts (arc_1d, binary_matrix, bf) are a few
@@ -32,7 +37,7 @@ MAX_PRESET_CHARS = 64
 MAX_GENERATOR_CHARS = 64
 #: Task index in the publisher's task list: a uint32, like the on-chain counts.
 MAX_TASK_INDEX = 2**32 - 1
-#: Rounds are uint64 (PROTOCOL "Units"); chain ids are kept to uint64 as well.
+#: Rounds are uint64 (docs/PROTOCOL.md, "Units and encodings"); chain ids are kept to uint64 too.
 MAX_UINT64 = 2**64 - 1
 #: Deepest nesting of JSON arrays/objects accepted before parsing. The schema needs 6
 #: (batch, body, groups, group, completions, completion); anything deeper is rejected up front.

@@ -16,7 +16,8 @@ class RejectReason(StrEnum):
     """Stable codes for rejecting a peer's batch. The value is what gets logged."""
 
     # --- bytes -> document (node.rollouts.codec) ---
-    #: The stored bytes, or what they decompress to, exceed the size limit (1 MiB).
+    #: The stored bytes, or what they decompress to, exceed the size limit (1 MiB). In intake,
+    #: committed bytes up to ``MAX_FETCH_BYTES`` are read, so this is provable and flagged.
     TOO_LARGE = "too_large"
     #: The bytes start with the zstd magic but are not one valid, complete zstd frame.
     BAD_COMPRESSION = "bad_compression"
@@ -42,7 +43,7 @@ class RejectReason(StrEnum):
     DIGEST_MISMATCH = "digest_mismatch"
     #: The batch could not be fetched in time.
     FETCH_TIMEOUT = "fetch_timeout"
-    #: The batch could not be fetched (not found, store error).
+    #: The batch could not be fetched (not found, store error, over ``MAX_FETCH_BYTES``).
     FETCH_FAILED = "fetch_failed"
     #: ``body.peer`` is not the peer that published the digest on-chain.
     WRONG_PEER = "wrong_peer"

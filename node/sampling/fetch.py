@@ -4,6 +4,10 @@ Each fetch gets ``per_fetch_timeout`` seconds from the moment a worker starts it
 gets ``total_budget``; a fetch past either limit is abandoned (its thread finishes on its own, its
 result is ignored) and reported as ``fetch_timeout``. Store errors become ``fetch_failed`` or
 ``digest_mismatch``; nothing a store or a peer does raises out of :func:`fetch_batches`.
+
+A fetch reads up to ``MAX_FETCH_BYTES`` (4 MiB), above the protocol's 1 MiB batch limit: bytes
+over the limit that hash to the committed digest prove the publisher broke it, and verification
+flags them (``too_large``). A blob over the ceiling is ``fetch_failed``: nothing is proved.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from node.chain.events import RolloutsPublished
+from node.rollouts.limits import MAX_FETCH_BYTES
 from node.rollouts.reasons import RejectReason
 from node.storage import ContentStore, DigestMismatch, StoreError
 
@@ -37,14 +42,15 @@ class FetchResult:
 class _TimedFetch:
     """One store.get run on a worker thread, remembering when the worker picked it up."""
 
-    def __init__(self, store: ContentStore, commitment: RolloutsPublished) -> None:
+    def __init__(self, store: ContentStore, commitment: RolloutsPublished, max_size: int) -> None:
         self.store = store
         self.commitment = commitment
+        self.max_size = max_size
         self.started: float | None = None
 
     def __call__(self) -> bytes:
         self.started = time.monotonic()
-        return self.store.get(self.commitment.digest)
+        return self.store.get(self.commitment.digest, max_size=self.max_size)
 
 
 def fetch_batches(
@@ -54,13 +60,15 @@ def fetch_batches(
     per_fetch_timeout: float = 10.0,
     total_budget: float = 30.0,
     max_workers: int = 8,
+    max_size: int = MAX_FETCH_BYTES,
 ) -> list[FetchResult]:
-    """Fetches every commitment's bytes; results come back in the commitments' order."""
+    """Fetches every commitment's bytes (at most ``max_size`` each); results come back in the
+    commitments' order."""
     if not commitments:
         return []
     deadline = time.monotonic() + total_budget
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="swarm-fetch")
-    jobs = [_TimedFetch(store, c) for c in commitments]
+    jobs = [_TimedFetch(store, c, max_size) for c in commitments]
     futures: dict[Future[bytes], _TimedFetch] = {pool.submit(job): job for job in jobs}
     results: dict[int, FetchResult] = {}
     try:

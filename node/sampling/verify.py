@@ -1,7 +1,8 @@
 """The checks of one peer's batch, in order, against its on-chain commitment and our own verifier.
 
 1. the bytes hash to the committed digest (else the store or the network lied: not attestable);
-2. size, canonical encoding and schema (``decode_batch``);
+2. size, canonical encoding and schema (``decode_batch``); committed bytes over the 1 MiB limit
+   (fetched up to ``MAX_FETCH_BYTES``) are the peer's provable fault: ``too_large``;
 3. the EIP-712 signature is the publishing peer's, in this chain's and coordinator's domain;
 4. round and peer in the body are the commitment's;
 5. group, completion and reward-sum counts are the ones committed on-chain;
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
 from node.rollouts import BatchRejected, SignedBatch, decode_batch, recover_batch_signer
+from node.rollouts.limits import MAX_BATCH_BYTES
 from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import Group
 from node.sampling.verdicts import PeerVerdict, VerifiedGroup, to_milli
@@ -46,7 +48,7 @@ class RoundContext:
     domain: Domain
     round: int
     round_seed: bytes
-    max_batch_bytes: int = 1 << 20
+    max_batch_bytes: int = MAX_BATCH_BYTES
 
 
 def derive_for_preset(round_seed: bytes, peer: str, preset_name: str) -> Sequence[TaskItem]:

@@ -2,12 +2,15 @@
 
     put(data, pin=False)     store bytes (and pin them, atomically with the store);
                              the 32-byte SHA-256 digest is their address
-    get(digest) -> bytes     fetch; re-hashed here, DigestMismatch if the store lied
+    get(digest, max_size=None) -> bytes
+                             fetch; re-hashed here, DigestMismatch if the store lied
     has(digest) -> bool      whether the store holds it (locally, for a network store)
     pin(digest)              keep it through garbage collection
 
 Every store caps blob sizes on put and on get (``TooLarge``); the default is 1 MiB, the
-protocol's batch limit. Errors are the family in node.storage.errors.
+protocol's batch limit. ``get(digest, max_size=n)`` reads up to ``n`` bytes instead, so that a
+verifier can fetch a batch over the protocol's limit and prove, by its digest, that the peer
+published it (node.sampling.fetch). Errors are the family in node.storage.errors.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from abc import ABC, abstractmethod
 
 from node.storage.errors import DigestMismatch, InvalidAddress, TooLarge
 
-#: Default size cap: PROTOCOL's 1 MiB per batch (also Kubo's largest block without
+#: Default size cap: docs/PROTOCOL.md's 1 MiB per batch (also Kubo's largest block without
 #: ``--allow-big-block``).
 DEFAULT_MAX_BLOB_SIZE = 1024 * 1024
 
@@ -59,8 +62,12 @@ class ContentStore(ABC):
         """
 
     @abstractmethod
-    def get(self, digest: bytes) -> bytes:
-        """The bytes stored under ``digest``, re-hashed: NotFound, DigestMismatch, TooLarge."""
+    def get(self, digest: bytes, *, max_size: int | None = None) -> bytes:
+        """The bytes stored under ``digest``, re-hashed: NotFound, DigestMismatch, TooLarge.
+
+        ``max_size`` is this read's cap (default: the store's ``max_blob_size``); a blob over it
+        is TooLarge, after reading at most ``max_size + 1`` bytes.
+        """
 
     @abstractmethod
     def has(self, digest: bytes) -> bool:
@@ -69,6 +76,14 @@ class ContentStore(ABC):
     @abstractmethod
     def pin(self, digest: bytes) -> None:
         """Keeps ``digest`` through garbage collection. NotFound if the store cannot get it."""
+
+    def _read_cap(self, max_size: int | None) -> int:
+        """The cap of one ``get``: ``max_size`` if given (at least 0), else ``max_blob_size``."""
+        if max_size is None:
+            return self.max_blob_size
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+            raise ValueError(f"max_size is a byte count of 0 or more, got {max_size!r}")
+        return max_size
 
     def _blob_to_put(self, data: bytes) -> bytes:
         """``data`` as bytes, within the size cap (TooLarge otherwise)."""

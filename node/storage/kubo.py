@@ -16,7 +16,8 @@ than 0.8. Its high-level ``block`` and ``pin`` sections pass the options above t
 ``opts``. ``get`` streams the answer and stops at the size cap and at an overall deadline.
 A block the daemon cannot find (it searches the network) ends as a timeout, i.e. the retryable
 StoreTimeout; a daemon in offline mode answers "not found", i.e. NotFound. Kubo refuses blocks
-over 1 MiB unless started with ``--allow-big-block``; keep ``max_blob_size`` at 1 MiB or less.
+over 1 MiB unless started with ``--allow-big-block``; keep ``max_blob_size`` at 1 MiB or less (a
+``get`` with a larger ``max_size`` still reads a bigger block that a daemon holds).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class KuboStore(ContentStore):
             )
         return digest
 
-    def get(self, digest: bytes) -> bytes:
+    def get(self, digest: bytes, *, max_size: int | None = None) -> bytes:
+        cap = self._read_cap(max_size)
         cid = cid_from_digest(check_digest(digest))
         deadline = time.monotonic() + self.timeout
         chunks: list[bytes] = []
@@ -106,10 +108,8 @@ class KuboStore(ContentStore):
             with stream:
                 for chunk in stream:
                     received += len(chunk)
-                    if received > self.max_blob_size:
-                        raise TooLarge(
-                            f"{self.api_url} sent more than {self.max_blob_size} bytes for {cid}"
-                        )
+                    if received > cap:
+                        raise TooLarge(f"{self.api_url} sent more than {cap} bytes for {cid}")
                     if time.monotonic() > deadline:
                         raise StoreTimeout(f"{self.api_url} took over {self.timeout}s for {cid}")
                     chunks.append(chunk)

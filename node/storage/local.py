@@ -66,15 +66,16 @@ class LocalStore(ContentStore):
                 (self._pins / digest.hex()).touch()
         return digest
 
-    def get(self, digest: bytes) -> bytes:
+    def get(self, digest: bytes, *, max_size: int | None = None) -> bytes:
+        cap = self._read_cap(max_size)
         path = self.path_of(digest)
         try:
             with _os_errors(f"reading {path}"), open(path, "rb") as file:
-                data = file.read(self.max_blob_size + 1)
+                data = file.read(cap + 1)
         except FileNotFoundError:
             raise NotFound(f"no blob 0x{digest.hex()} in {self.root}") from None
-        if len(data) > self.max_blob_size:
-            raise TooLarge(f"blob 0x{digest.hex()} is over the {self.max_blob_size}-byte cap")
+        if len(data) > cap:
+            raise TooLarge(f"blob 0x{digest.hex()} is over the {cap}-byte cap")
         return verified(digest, data, source=f"file {path}")
 
     def has(self, digest: bytes) -> bool:

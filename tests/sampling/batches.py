@@ -15,7 +15,9 @@ from node.rollouts import (
     encode_batch,
     sign_batch,
 )
-from node.rollouts.assemble import EncodedBatch, assemble_batch
+from node.rollouts.assemble import EncodedBatch, assemble_batch, score_group
+from node.rollouts.canonical import canonical_json
+from node.rollouts.limits import MAX_COMPLETIONS_PER_GROUP
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
 
 ROUND = 5
@@ -86,3 +88,20 @@ def with_groups(batch: SignedBatch, groups: list, account: LocalAccount, domain:
     """A re-signed batch whose groups were replaced (a peer lying about its own content)."""
     body = batch.body.model_copy(update={"groups": groups})
     return encode_batch(sign_batch(body, account, domain))
+
+
+def oversized_batch(
+    account: LocalAccount, domain: Domain, round: int = ROUND
+) -> tuple[SignedBatch, bytes]:
+    """A signed batch valid in every way but its size: every task answered right 32 times after
+    8,000 characters of thinking, about 2 MiB of canonical JSON (the limit is 1 MiB). encode_batch
+    refuses to write it, so this peer writes the canonical JSON itself."""
+    tasks = tasks_for(account.address, round)
+    text = "x" * 8000 + " <answer>{}</answer>"
+    groups = [
+        score_group(task, [text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP) for task in tasks
+    ]
+    honest = honest_batch(account, domain, round).batch
+    body = honest.body.model_copy(update={"groups": groups})
+    batch = sign_batch(body, account, domain)
+    return batch, canonical_json(batch)

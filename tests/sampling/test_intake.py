@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,21 +14,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from node.rollouts import Completion, Group, RejectReason, TaskRecord, encode_batch, sign_batch
+from node.rollouts.limits import MAX_BATCH_BYTES, MAX_FETCH_BYTES
 from node.sampling.fetch import fetch_batches
 from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext, verify_batch
-from node.storage import KuboStore, LocalStore
+from node.storage import ContentStore, KuboStore, LocalStore
 from tests.rollouts.factories import COORDINATOR, DOMAIN, OTHER, PEER
 from tests.sampling.batches import (
     ROUND,
     commitment_for,
     honest_batch,
+    oversized_batch,
     resign,
     round_seed,
     tasks_for,
     with_groups,
 )
-from tests.storage.fake_kubo import running_fake_kubo
+from tests.storage.fake_kubo import raw_cid, running_fake_kubo
 
 CONTEXT = RoundContext(domain=DOMAIN, round=ROUND, round_seed=round_seed(ROUND))
 
@@ -200,6 +204,53 @@ def test_missing_batch_is_a_fetch_failure(store: LocalStore) -> None:
     commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
     (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
     assert verdict.reason is RejectReason.FETCH_FAILED and verdict.attestation() is None
+
+
+@contextmanager
+def holding(kind: str, tmp_path: Path, data: bytes) -> Iterator[ContentStore]:
+    """A verifier's store (default 1 MiB cap) that holds ``data``, put there the way a dishonest
+    peer would: a LocalStore opened with a larger cap, or a Kubo daemon with big blocks allowed."""
+    if kind == "local":
+        LocalStore(tmp_path / "store", max_blob_size=len(data)).put(data)
+        yield LocalStore(tmp_path / "store")
+        return
+    with running_fake_kubo() as kubo:
+        kubo.blocks[raw_cid(data)] = data
+        yield KuboStore(kubo.url, timeout=30)
+
+
+@pytest.mark.parametrize("kind", ["local", "kubo"])
+def test_a_committed_batch_over_the_size_limit_is_flagged_too_large(kind, tmp_path) -> None:
+    batch, data = oversized_batch(PEER, DOMAIN)
+    assert MAX_BATCH_BYTES < len(data) <= MAX_FETCH_BYTES
+    commitment = commitment_for(data, batch, peer=PEER.address)
+    with holding(kind, tmp_path, data) as store:
+        (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
+    assert verdict.reason is RejectReason.TOO_LARGE and verdict.groups == ()
+    attestation = verdict.attestation()
+    assert attestation is not None and attestation.is_flag
+    assert (attestation.checked, attestation.agreed) == (batch.body.completion_count, 0)
+    assert attestation.digest == hashlib.sha256(data).digest()
+
+
+@pytest.mark.parametrize("kind", ["local", "kubo"])
+def test_a_blob_over_the_fetch_ceiling_proves_nothing(kind, tmp_path) -> None:
+    data = b"x" * (MAX_FETCH_BYTES + 1)
+    commitment = commitment_for(data, None, peer=PEER.address, completions=8)
+    with holding(kind, tmp_path, data) as store:
+        (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
+    assert verdict.reason is RejectReason.FETCH_FAILED and verdict.attestation() is None
+    assert str(MAX_FETCH_BYTES) in verdict.detail
+
+
+def test_oversized_bytes_that_miss_the_digest_prove_nothing(tmp_path) -> None:
+    batch, data = oversized_batch(PEER, DOMAIN)
+    commitment = commitment_for(data, batch, peer=PEER.address)
+    with holding("local", tmp_path, data) as store:
+        assert isinstance(store, LocalStore)
+        store.path_of(commitment.digest).write_bytes(data.replace(b"x", b"y", 1))
+        (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
+    assert verdict.reason is RejectReason.DIGEST_MISMATCH and verdict.attestation() is None
 
 
 def test_peer_that_hangs_is_abandoned_at_the_per_fetch_limit() -> None:
