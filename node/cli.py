@@ -23,7 +23,7 @@ from node.chain.errors import ChainError
 from node.chain.events import Attested, EventReader, RolloutsPublished
 from node.chain.models import PeerStatus, TxReceipt, median_milli
 from node.chain.units import format_deadline, format_eth, parse_eth
-from node.config import ConfigError, NodeConfig, example_toml, load_config
+from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
 from node.experiment.command import experiment as experiment_command
 from node.policy.errors import PolicyError
 from node.local.anvil import AnvilError
@@ -240,6 +240,7 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     reason, step time. Ctrl-C stops after the current step with the state and adapter saved;
     a restarted node resumes where it stopped and never publishes a round twice.
     """
+    from node.round.exchange import ChainExchange
     from node.round.factory import build_node  # torch and transformers load only for `run`
     from node.round.loop import LoopSettings, StopSignal, run_node
 
@@ -248,7 +249,7 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     account = _account(config)
     click.echo(f"peer {account.address}: loading {config.model.source} ...")
     with _user_errors():
-        node = build_node(config, account)
+        node = build_node(config, account, ChainExchange.connect(config, account))
     stop = StopSignal()
     stop.install(lambda message: click.echo(message, err=True))
     settings = LoopSettings(
@@ -285,7 +286,7 @@ def local() -> None:
 )
 @click.option(
     "--model",
-    default=_DEMO.model,
+    default=_DEMO.node.model.source,
     show_default=True,
     help="Base model shared by the nodes: smollm2-135m, tiny (random, instant), or a folder.",
 )
@@ -312,24 +313,33 @@ def local() -> None:
 @click.option(
     "--tasks",
     "tasks_per_round",
-    default=_DEMO.tasks_per_round,
+    default=_DEMO.node.tasks.tasks_per_round,
     show_default=True,
     help="Tasks per round.",
 )
 @click.option(
-    "--group-size", default=_DEMO.group_size, show_default=True, help="Completions per task (G)."
+    "--group-size",
+    default=_DEMO.node.sampling.group_size,
+    show_default=True,
+    help="Completions per task (G).",
 )
 @click.option(
     "--local-groups",
-    default=_DEMO.local_groups,
+    default=_DEMO.node.sampling.local_groups,
     show_default=True,
     help="I: own groups trained on.",
 )
 @click.option(
-    "--external-groups", default=_DEMO.external_groups, show_default=True, help="J: peers' groups."
+    "--external-groups",
+    default=_DEMO.node.sampling.external_groups,
+    show_default=True,
+    help="J: peers' groups.",
 )
 @click.option(
-    "--max-new-tokens", default=_DEMO.max_new_tokens, show_default=True, help="Longest completion."
+    "--max-new-tokens",
+    default=_DEMO.node.generation.max_new_tokens,
+    show_default=True,
+    help="Longest completion.",
 )
 def local_up(
     nodes: int,
@@ -356,19 +366,27 @@ def local_up(
     from node.local.up import run_local_swarm  # torch loads only for this command
     from node.round.loop import StopSignal
 
+    node = with_overrides(
+        _DEMO.node,
+        {
+            "model": {"source": model},
+            "tasks": {"tasks_per_round": tasks_per_round},
+            "sampling": {
+                "group_size": group_size,
+                "local_groups": local_groups,
+                "external_groups": external_groups,
+            },
+            "generation": {"max_new_tokens": max_new_tokens},
+        },
+    )
     settings = LocalSwarmSettings(
         nodes=nodes,
         rounds=rounds,
-        model=model,
         workdir=workdir,
         anvil_port=anvil_port,
         indexer_port=indexer_port,
         indexer=not no_indexer,
-        tasks_per_round=tasks_per_round,
-        group_size=group_size,
-        local_groups=local_groups,
-        external_groups=external_groups,
-        max_new_tokens=max_new_tokens,
+        node=node,
     )
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stop = StopSignal()

@@ -9,10 +9,13 @@ model. Sections: ``[chain]``, ``[identity]``, ``[storage]``, ``[tasks]``, ``[sam
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
 
 class ConfigError(ValueError):
@@ -63,7 +66,7 @@ class StorageSettings(_Section):
 
 class TaskSettings(_Section):
     preset: str = Field(
-        "smol-easy",
+        DEFAULT_PRESET_NAME,
         description="Task preset (smol-easy for the shipped model, paper for strong ones).",
     )
     tasks_per_round: int | None = Field(
@@ -96,7 +99,7 @@ class SamplingSettings(_Section):
 
 class ModelSettings(_Section):
     source: str = Field(
-        "smollm2-135m",
+        SHIPPED_MODEL,
         description="Base model: smollm2-135m (shipped), tiny (tests), or a local HF model folder.",
     )
     device: str | None = Field(None, description="cpu, cuda or mps; empty picks the best there is.")
@@ -189,6 +192,32 @@ def parse_config(data: dict[str, Any], *, source: str = "configuration") -> Node
             for error in exc.errors()
         )
         raise ConfigError(f"{source} has {exc.error_count()} problem(s):\n{problems}") from None
+
+
+def with_overrides(config: NodeConfig, overrides: Mapping[str, Mapping[str, Any]]) -> NodeConfig:
+    """``config`` with some settings replaced, section by section, validated like a file.
+
+    ``with_overrides(NodeConfig(), {"sampling": {"group_size": 4}})`` is the default
+    configuration with groups of 4: how the local swarm and the experiment state what they
+    set differently from a node's defaults.
+    """
+    data = config.model_dump()
+    for section, values in overrides.items():
+        if section not in data:
+            raise ConfigError(f"overrides name an unknown section [{section}]")
+        data[section] = {**data[section], **values}
+    return parse_config(data, source="the overridden configuration")
+
+
+def config_toml(config: NodeConfig) -> str:
+    """The TOML file of ``config``'s settings that differ from the defaults."""
+    lines: list[str] = []
+    for section, values in config.model_dump(exclude_defaults=True).items():
+        if values:
+            lines += [f"[{section}]"]
+            lines += [f"{name} = {_toml_value(value)}" for name, value in values.items()]
+            lines.append("")
+    return "\n".join(lines)
 
 
 def example_toml(model: type[BaseModel] = NodeConfig) -> str:

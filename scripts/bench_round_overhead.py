@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
+from node.config import with_overrides
 from node.local.anvil import free_port
-from node.local.swarm import LocalSwarmSettings
+from node.local.swarm import DEMO_NODE, LocalSwarmSettings
 from node.local.up import run_local_swarm
 from node.round.report import IDLE_PHASES, LEARNING_PHASES, RoundReport
 
@@ -38,25 +39,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--tasks", type=int, default=4)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=24)
+    demo = DEMO_NODE
+    parser.add_argument("--model", default=demo.model.source)
+    parser.add_argument("--tasks", type=int, default=demo.tasks.tasks_per_round)
+    parser.add_argument("--group-size", type=int, default=demo.sampling.group_size)
+    parser.add_argument("--max-new-tokens", type=int, default=demo.generation.max_new_tokens)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as workdir:
+        node = with_overrides(
+            DEMO_NODE,
+            {
+                "model": {"source": args.model},
+                "tasks": {"tasks_per_round": args.tasks},
+                "sampling": {"group_size": args.group_size},
+                "generation": {"max_new_tokens": args.max_new_tokens},
+            },
+        )
         settings = LocalSwarmSettings(
             nodes=args.nodes,
             rounds=args.rounds,
-            model=args.model,
             workdir=Path(workdir) / "swarm",
             anvil_port=free_port(),
             indexer=False,
-            tasks_per_round=args.tasks,
-            group_size=args.group_size,
-            max_new_tokens=args.max_new_tokens,
+            node=node,
         )
         started = time.perf_counter()
         reports = run_local_swarm(settings, echo=lambda line: None)

@@ -1,6 +1,7 @@
 """The chain exchange: one fresh Anvil + coordinator + local content store per unit.
 
-The nodes are plain :class:`SwarmNode` objects driven in lockstep (``run_lockstep``), exactly as
+The nodes are plain :class:`~node.round.node.SwarmNode` objects on a
+:class:`~node.round.exchange.ChainExchange`, driven in lockstep (``run_lockstep``), exactly as
 ``swarm local up`` runs them: publish on-chain, fetch from the store, verify, attest, settle,
 checkpoint. The peers' keys are derived from the experiment seed and the coordinator is deployed
 with a seed input derived from it too. The genesis seed also mixes in ``block.prevrandao``, which
@@ -28,8 +29,7 @@ from node.chain.transactions import TransactionSender
 from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
 from node.local.devchain import DevChain
 from node.local.swarm import ETHER, LocalSwarmSettings, advance_clock
-from node.round.learner import Learner
-from node.round.node import NodeSettings, SwarmNode
+from node.round.exchange import ChainExchange
 from node.storage import LocalStore
 
 
@@ -51,25 +51,19 @@ def seed_input_for(seed: int) -> bytes:
 
 @dataclass
 class ChainUnit:
-    """A running unit: its Anvil, the deployment, the nodes and the clock to advance rounds."""
+    """A running unit: its Anvil, the deployment, each peer's exchange, the clock to advance."""
 
     anvil: AnvilNode
     deployment: Deployment
-    nodes: list[SwarmNode]
+    exchanges: list[ChainExchange]
     advance: Callable[[int], None]
 
     def stop(self) -> None:
         self.anvil.stop()
 
 
-def start_chain_unit(
-    folder: Path,
-    accounts: list[LocalAccount],
-    learners: list[Learner],
-    settings: NodeSettings,
-    seed: int,
-) -> ChainUnit:
-    """Anvil, the coordinator (the demo's parameters), funded and registered peers, the nodes."""
+def start_chain_unit(folder: Path, accounts: list[LocalAccount], seed: int) -> ChainUnit:
+    """Anvil, the coordinator (the demo's parameters), funded and registered peers."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -83,16 +77,14 @@ def start_chain_unit(
         )
         funder = TransactionSender(w3, Account.from_key(DEV_KEYS[0]))
         store = LocalStore(folder / "store")
-        nodes = []
-        for i, (account, learner) in enumerate(zip(accounts, learners)):
+        exchanges = []
+        for i, account in enumerate(accounts):
             funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding node {i}")
             client = CoordinatorClient.connect(anvil.url, deployment, account=account)
             client.register(f"node-{i}", deployment.parameters.min_stake)
-            nodes.append(
-                SwarmNode(client, deployment, store, learner, folder / f"node-{i}", settings)
-            )
+            exchanges.append(ChainExchange(client, deployment, store))
         chain = DevChain(w3, deployment)
-        return ChainUnit(anvil, deployment, nodes, advance_clock(chain))
+        return ChainUnit(anvil, deployment, exchanges, advance_clock(chain))
     except BaseException:
         anvil.stop()
         raise

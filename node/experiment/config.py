@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from node.config import NodeConfig, with_overrides
+from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
+
 EXCHANGES = ("chain", "inprocess")
 _CONFIG = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -48,8 +51,8 @@ class ExperimentConfig:
     configs: tuple[Sharing, ...] = (Sharing(4, 0), Sharing(2, 2), Sharing(0, 4))
     seeds: tuple[int, ...] = (0,)
     exchange: str = "chain"
-    model: str = "smollm2-135m"
-    preset: str = "smol-easy"
+    model: str = SHIPPED_MODEL
+    preset: str = DEFAULT_PRESET_NAME
     tasks_per_round: int = 4
     group_size: int = 4
     max_new_tokens: int = 16
@@ -76,6 +79,36 @@ class ExperimentConfig:
     def baseline(self) -> Sharing:
         """The no-sharing configuration (J = 0) if any, else the first one."""
         return next((c for c in self.configs if c.external == 0), self.configs[0])
+
+    def node_config(self, unit: Unit, index: int, state_dir: Path) -> NodeConfig:
+        """Node ``index`` of ``unit``: a node's defaults with the experiment's settings.
+
+        Node i of a seed gets the same training seed in every configuration, so it starts from
+        the same adapter and draws its samples the same way; only I and J differ.
+        """
+        return with_overrides(
+            NodeConfig(),
+            {
+                "tasks": {"preset": self.preset, "tasks_per_round": self.tasks_per_round},
+                "sampling": {
+                    "local_groups": unit.sharing.local,
+                    "external_groups": unit.sharing.external,
+                    "group_size": self.group_size,
+                    "strategy": self.strategy,
+                },
+                "model": {"source": self.model, "checkpoint_dir": state_dir},
+                "generation": {
+                    "max_new_tokens": self.max_new_tokens,
+                    "temperature": self.temperature,
+                },
+                "training": {
+                    "learning_rate": self.lr,
+                    "lora_rank": self.lora_rank,
+                    "lora_alpha": 2 * self.lora_rank,
+                    "seed": unit.seed * 1000 + index,
+                },
+            },
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

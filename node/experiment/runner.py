@@ -26,23 +26,24 @@ import hashlib
 import json
 import logging
 import platform
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from node.experiment.chain import experiment_accounts, start_chain_unit
+from node.experiment.chain import ChainUnit, experiment_accounts, start_chain_unit
 from node.experiment.config import ExperimentConfig, Unit, load_config, save_config, units
-from node.experiment.inprocess import InProcessExchange, InProcessNode, genesis_seed_for
 from node.experiment.outputs import RoundsCsv, write_summary
-from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
-from node.policy.generation import SamplingConfig
-from node.policy.grpo import GRPOConfig
+from node.policy.adapters import AdapterPool
 from node.policy.model import BaseModel
-from node.round.learner import Learner, LearnerSettings
+from node.round.exchange import Exchange
+from node.round.factory import build_node
+from node.round.inprocess import InProcessSwarm
+from node.round.learner import Learner
 from node.round.lockstep import run_lockstep
-from node.round.node import NodeSettings, SwarmNode
+from node.round.node import SwarmNode
 from node.round.report import RoundReport
 
 log = logging.getLogger(__name__)
@@ -52,31 +53,6 @@ Echo = Callable[[str], None]
 
 class ConfigMismatch(ValueError):
     """The output folder holds another experiment."""
-
-
-def node_settings(config: ExperimentConfig, unit: Unit) -> NodeSettings:
-    return NodeSettings(
-        preset=config.preset,
-        tasks_per_round=config.tasks_per_round,
-        local_groups=unit.sharing.local,
-        external_groups=unit.sharing.external,
-        group_size=config.group_size,
-        strategy=config.strategy,
-        seed=unit.seed,
-    )
-
-
-def learner_settings(config: ExperimentConfig, seed: int, index: int) -> LearnerSettings:
-    """The same for every configuration: node i of a seed starts from the same adapter."""
-    return LearnerSettings(
-        sampling=SamplingConfig(
-            max_new_tokens=config.max_new_tokens, temperature=config.temperature
-        ),
-        grpo=GRPOConfig(max_completion_tokens=config.max_new_tokens),
-        lora=LoraSettings(rank=config.lora_rank, alpha=2 * config.lora_rank),
-        optimizer=OptimizerSettings(lr=config.lr),
-        seed=seed * 1000 + index,
-    )
 
 
 def tasks_digest(node: SwarmNode, round: int) -> str:
@@ -128,6 +104,7 @@ class ExperimentRunner:
         self._pool: AdapterPool | None = None
         self._started = time.monotonic()
         self._round_seconds: list[float] = []
+        self._advance: Callable[[int], None] = lambda round: None
 
     # ------------------------------------------------------------------ folder
 
@@ -227,61 +204,83 @@ class ExperimentRunner:
             self._pool = AdapterPool(self.load_model())
         return self._pool
 
-    def _learners(self, unit: Unit) -> list[Learner]:
-        pool, learners = self.pool, []
-        for i in range(self.config.nodes):
-            name, attempt = f"{unit.slug}_n{i}", 0
-            while name in pool:  # a unit redone in this process starts from a fresh adapter
-                attempt += 1
-                name = f"{unit.slug}_n{i}_{attempt}"
-            learners.append(
-                self.learner_class(
-                    pool,
-                    name,
-                    pool.base.tokenizer,
-                    learner_settings(self.config, unit.seed, i),
-                    shared=True,
-                )
+    def _adapter_name(self, unit: Unit, index: int) -> str:
+        name, attempt = f"{unit.slug}_n{index}", 0
+        while name in self.pool:  # a unit redone in this process starts from a fresh adapter
+            attempt += 1
+            name = f"{unit.slug}_n{index}_{attempt}"
+        return name
+
+    def _nodes(self, unit: Unit, exchanges: list[Exchange], state_dirs: list[Path]) -> list[SwarmNode]:
+        """The unit's nodes, built like any other node, over the shared base model."""
+        accounts = experiment_accounts(unit.seed, self.config.nodes)
+        return [
+            build_node(
+                self.config.node_config(unit, i, state_dir),
+                account,
+                exchange,
+                pool=self.pool,
+                name=self._adapter_name(unit, i),
+                learner_class=self.learner_class,
             )
-        return learners
+            for i, (account, exchange, state_dir) in enumerate(zip(accounts, exchanges, state_dirs))
+        ]
+
+    def _start_inprocess(self, unit: Unit, folder: Path, start: int) -> list[SwarmNode]:
+        """Nodes on an in-process swarm at round ``start``, resumed from the runner's checkpoints.
+
+        Each node's own state folder (``node-i/live``) is begun anew; the runner's checkpoint in
+        ``node-i`` is saved only once every node has finished a round, so a unit cut in the middle
+        of a round resumes from the last round all nodes finished.
+        """
+        swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(unit.seed), round=start)
+        live = [folder / f"node-{i}" / "live" for i in range(self.config.nodes)]
+        for path in live:
+            shutil.rmtree(path, ignore_errors=True)
+        nodes = self._nodes(unit, [swarm.exchange() for _ in live], live)
+        for i, node in enumerate(nodes):
+            node.start()
+            if start:
+                info = node.learner.restore(folder / f"node-{i}")
+                if info is None or info.round != start - 1:
+                    raise RuntimeError(
+                        f"{folder / f'node-{i}'}: no checkpoint of round {start - 1}; "
+                        "delete the unit's folder to redo it"
+                    )
+        self._advance = swarm.advance
+        return nodes
+
+    def _start_chain(self, unit: Unit, folder: Path) -> tuple[list[SwarmNode], ChainUnit]:
+        accounts = experiment_accounts(unit.seed, self.config.nodes)
+        chain_unit = start_chain_unit(folder, accounts, unit.seed)
+        try:
+            state_dirs = [folder / f"node-{i}" for i in range(self.config.nodes)]
+            nodes = self._nodes(unit, list(chain_unit.exchanges), state_dirs)
+            for node in nodes:
+                node.start()
+        except BaseException:
+            chain_unit.stop()
+            raise
+        self._advance = chain_unit.advance
+        return nodes, chain_unit
 
     def run_unit(self, unit: Unit, index: int, total: int) -> bool:
         """Runs (or resumes) one unit; returns False when stopped before its last round."""
         folder = self.unit_dir(unit)
         progress = self.progress(unit)
-        accounts = experiment_accounts(unit.seed, self.config.nodes)
-        learners = self._learners(unit)
-        settings = node_settings(self.config, unit)
         chain_unit = None
         if self.config.exchange == "chain":
             start = 0
-            chain_unit = start_chain_unit(folder, accounts, learners, settings, unit.seed)
-            nodes = chain_unit.nodes
-            advance = chain_unit.advance
+            nodes, chain_unit = self._start_chain(unit, folder)
             progress = UnitProgress(resumable=False)
         else:
             folder.mkdir(parents=True, exist_ok=True)
             start = progress.rounds_done
-            exchange = InProcessExchange(genesis_seed_for(unit.seed), round=start)
-            nodes = [
-                InProcessNode(account, exchange, learner, settings)
-                for account, learner in zip(accounts, learners)
-            ]
-            advance = exchange.advance
-            if start:
-                for i, learner in enumerate(learners):
-                    info = learner.restore(folder / f"node-{i}")
-                    if info is None or info.round != start - 1:
-                        raise RuntimeError(
-                            f"{folder / f'node-{i}'}: no checkpoint of round {start - 1}; "
-                            "delete the unit's folder to redo it"
-                        )
+            nodes = self._start_inprocess(unit, folder, start)
         try:
-            for node in nodes:
-                node.start()
             first = nodes[0].current_round() - start  # the chain's round of experiment round 0
             self._check_genesis(unit, nodes)
-            progress.genesis_seed = "0x" + nodes[0]._genesis_seed.hex()
+            progress.genesis_seed = "0x" + nodes[0].genesis_seed.hex()
             progress.peers = [n.address for n in nodes]
             progress.save(folder / "progress.json")
             self.echo(
@@ -308,7 +307,7 @@ class ExperimentRunner:
             run_lockstep(
                 nodes,
                 self.config.rounds - start,
-                advance,
+                self._advance,
                 on_report=on_report,
                 should_stop=self.should_stop,
             )
@@ -319,7 +318,7 @@ class ExperimentRunner:
 
     def _check_genesis(self, unit: Unit, nodes: list[SwarmNode]) -> None:
         """Every configuration of a seed must see the same genesis seed and peers."""
-        mine = "0x" + nodes[0]._genesis_seed.hex()
+        mine = "0x" + nodes[0].genesis_seed.hex()
         for other in units(self.config):
             if other.seed != unit.seed or other == unit:
                 continue

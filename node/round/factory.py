@@ -1,41 +1,32 @@
-"""Building a :class:`SwarmNode` from a ``NodeConfig`` (what ``swarm run`` does)."""
+"""The one way to build a :class:`SwarmNode`: from a ``NodeConfig``, an account and an exchange.
+
+``swarm run`` builds one node over a :class:`~node.round.exchange.ChainExchange` and loads its
+own base model; ``swarm local up`` and the experiment build several over one shared
+:class:`AdapterPool` (one base model, one LoRA adapter and optimizer per node), on a chain or
+in-process. Every setting comes from the node's ``NodeConfig``; the local swarm and the
+experiment express theirs as overrides of it (``node.config.with_overrides``).
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import torch
 from eth_account.signers.local import LocalAccount
 
-from node.chain.client import CoordinatorClient
-from node.chain.deployment import Deployment
+from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.generation import SamplingConfig
 from node.policy.grpo import GRPOConfig
 from node.policy.model import load_base
+from node.round.exchange import Exchange
 from node.round.learner import Learner, LearnerSettings
-from node.round.node import NodeSettings, SwarmNode
-from node.storage import open_store
-
-
-def node_settings(config: NodeConfig) -> NodeSettings:
-    return NodeSettings(
-        preset=config.tasks.preset,
-        tasks_per_round=config.tasks.tasks_per_round,
-        local_groups=config.sampling.local_groups,
-        external_groups=config.sampling.external_groups,
-        group_size=config.sampling.group_size,
-        strategy=config.sampling.strategy,
-        compress=config.storage.compress,
-        fetch_timeout=config.storage.fetch_timeout,
-        fetch_budget=config.storage.fetch_budget,
-        settle_disputes=config.round.settle_disputes,
-        seed=config.training.seed,
-    )
+from node.round.node import SwarmNode
+from node.round.retry import STORE_RETRY
 
 
 def learner_settings(config: NodeConfig) -> LearnerSettings:
+    """How the node samples and learns. GRPO's completion cutoff is the sampler's
+    ``max_new_tokens``: a node trains on completions no longer than it would generate."""
     generation, training = config.generation, config.training
     return LearnerSettings(
         sampling=SamplingConfig(
@@ -54,22 +45,30 @@ def learner_settings(config: NodeConfig) -> LearnerSettings:
     )
 
 
-def build_node(config: NodeConfig, account: LocalAccount) -> SwarmNode:
-    """Connects to the chain and the store and loads the base model (minutes on first use)."""
+def build_node(
+    config: NodeConfig,
+    account: LocalAccount,
+    exchange: Exchange,
+    *,
+    pool: AdapterPool | None = None,
+    name: str = "node",
+    learner_class: type[Learner] = Learner,
+    node_class: type[SwarmNode] = SwarmNode,
+    store_retry: RetryPolicy = STORE_RETRY,
+) -> SwarmNode:
+    """A node of ``account`` that reaches the swarm through ``exchange``.
+
+    Without ``pool`` the base model named in ``config.model`` is loaded for this node alone
+    (minutes on first use); with one, the node adds its adapter ``name`` to the shared pool.
+    ``learner_class`` and ``node_class`` let tests build nodes that behave differently.
+    """
     if config.training.torch_threads:
         torch.set_num_threads(config.training.torch_threads)
-    deployment = Deployment.load(config.chain.deployment.expanduser())
-    client = CoordinatorClient.connect(
-        config.chain.rpc_url, deployment, account=account, timeout=config.chain.rpc_timeout
+    shared = pool is not None
+    if pool is None:
+        model = config.model
+        pool = AdapterPool(load_base(model.source, device=model.device, dtype=model.dtype))
+    learner = learner_class(
+        pool, name, pool.base.tokenizer, learner_settings(config), shared=shared
     )
-    store_setting = config.storage.store
-    store = open_store(
-        Path(store_setting).expanduser() if "://" not in store_setting else store_setting,
-        timeout=config.storage.fetch_timeout,
-    )
-    model = config.model
-    base = load_base(model.source, device=model.device, dtype=model.dtype)
-    learner = Learner(AdapterPool(base), "node", base.tokenizer, learner_settings(config))
-    return SwarmNode(
-        client, deployment, store, learner, model.checkpoint_dir.expanduser(), node_settings(config)
-    )
+    return node_class(account, exchange, learner, config, store_retry=store_retry)

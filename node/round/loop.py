@@ -19,8 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
+from node.chain.client import CoordinatorClient
 from node.chain.errors import RetryableChainError
 from node.chain.rpc import RetryPolicy
+from node.round.exchange import ChainExchange
 from node.round.node import SwarmNode
 from node.round.report import RoundReport
 from node.storage import StoreError
@@ -80,10 +82,17 @@ class ChainTime:
         self._seen: tuple[int, int, float] | None = None  # block number, timestamp, seen at
 
     def now(self) -> float:
-        number, timestamp = self.node.client.latest_block()
+        number, timestamp = chain_client(self.node).latest_block()
         if self._seen is None or self._seen[0] != number:
             self._seen = (number, timestamp, self.clock())
         return timestamp + (self.clock() - self._seen[2])
+
+
+def chain_client(node: SwarmNode) -> CoordinatorClient:
+    """The coordinator client of a node on a chain (real time needs one: rounds are chain time)."""
+    if not isinstance(node.exchange, ChainExchange):
+        raise TypeError("a node runs in real time only on a chain (a ChainExchange)")
+    return node.exchange.client
 
 
 def run_node(
@@ -144,7 +153,7 @@ def _wait_for_round(
             if last is not None and current > last + 1:
                 log.info("skipping rounds %d-%d: this node fell behind", last + 1, current - 1)
             return current
-        wait = node.client.clock.end_of(current) - chain_time.now()
+        wait = chain_client(node).clock.end_of(current) - chain_time.now()
         stop.sleep(min(settings.poll_interval, max(wait, 0.2)))
     return None
 
@@ -152,7 +161,7 @@ def _wait_for_round(
 def _wait_for_peers(
     node: SwarmNode, round_: int, settings: LoopSettings, stop: StopSignal, chain_time: ChainTime
 ) -> None:
-    clock = node.client.clock
+    clock = chain_client(node).clock
     deadline = clock.start_of(round_) + settings.collect_fraction * clock.duration
     with node.report(round_).timings.measure("wait"):
         while not stop.requested and not node.everyone_published(round_):

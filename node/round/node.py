@@ -1,4 +1,4 @@
-"""One swarm node: the six steps of a round (DESIGN.md, "Node round loop"), restart-safe.
+"""One swarm node: the steps of a round (docs/DESIGN.md, "Node round loop"), restart-safe.
 
     produce(r)        derive tasks, generate G completions each, score, sign, store, publish
                       (node/round/produce.py)
@@ -26,7 +26,6 @@ from node.chain.rounds import round_seed
 from node.policy.grpo import ScoredGroup
 from node.rollouts.reasons import RejectReason
 from node.round.attestations import plan_attestations
-from node.round.core import NodeSettings
 from node.round.learner import derived_seed
 from node.round.own import pick_local
 from node.round.produce import Producer
@@ -44,7 +43,7 @@ log = logging.getLogger(__name__)
 # Verdicts that will not change if the batch is fetched again: judged, or not judgeable here.
 _FINAL_SKIPS = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET})
 
-__all__ = ["NodeSettings", "SwarmNode"]
+__all__ = ["SwarmNode"]
 
 
 class SwarmNode(Producer):
@@ -54,8 +53,8 @@ class SwarmNode(Producer):
 
     def everyone_published(self, round: int) -> bool:
         """Refreshes the view; True when every other active peer has published ``round``."""
-        self.view.refresh(self.client.block_number())
-        return self.view.everyone_published(round, besides=self.address)
+        self.exchange.refresh()
+        return self.exchange.everyone_published(round, besides=self.address)
 
     def complete(self, round: int) -> RoundReport:
         """Collects, verifies, trains, attests, settles and checkpoints ``round``."""
@@ -66,7 +65,7 @@ class SwarmNode(Producer):
         if self.trained_round is None or self.trained_round < round:
             self.train(round, intake, report)
         self.attest(round, complete=complete, report=report)
-        if self.settings.settle_disputes:
+        if self.config.round.settle_disputes:
             self.settle(report)
         self.finish(round, report)
         return report
@@ -77,7 +76,7 @@ class SwarmNode(Producer):
         first = max(0, round - self.params.grace_rounds)
         new = [
             c
-            for c in self.view.commitments(range(first, round + 1))
+            for c in self.exchange.commitments(range(first, round + 1))
             if c.peer != self.address and not state.has_seen(c.round, c.peer)
         ]
         combined = IntakeReport(round=round)
@@ -101,22 +100,24 @@ class SwarmNode(Producer):
         return combined
 
     def _intake(self, round: int, commitments: list[RolloutsPublished]) -> IntakeReport:
-        context = RoundContext(self.client.domain, round, round_seed(self._genesis_seed, round))
+        context = RoundContext(self.exchange.domain, round, round_seed(self.genesis_seed, round))
         return intake_round(
             commitments,
-            self.store,
+            self.exchange.store,
             context,
             own_address=self.address,
-            per_fetch_timeout=self.settings.fetch_timeout,
-            total_budget=self.settings.fetch_budget,
+            per_fetch_timeout=self.config.storage.fetch_timeout,
+            total_budget=self.config.storage.fetch_budget,
         )
 
     def train(self, round: int, intake: IntakeReport, report: RoundReport) -> None:
         """One GRPO step on up to I local and J verified external groups."""
-        rng = random.Random(derived_seed("select", self.settings.seed, self.address, round))
+        rng = random.Random(derived_seed("select", self.config.training.seed, self.address, round))
         own = self._own.get(round)
-        local = pick_local(own, self.settings.local_groups, rng) if own else []
-        external = select_external(intake.groups, self.settings.external_groups, rng, self.strategy)
+        local = pick_local(own, self.config.sampling.local_groups, rng) if own else []
+        external = select_external(
+            intake.groups, self.config.sampling.external_groups, rng, self.strategy
+        )
         groups = local + [
             ScoredGroup(build_messages(g.task), list(g.texts), list(g.rewards)) for g in external
         ]
@@ -139,8 +140,8 @@ class SwarmNode(Producer):
         if not state.pending:
             return
         with report.timings.measure("chain"):
-            next_round = self.client.peer_info(self.address).next_attest_round
-            current = self.client.current_round()
+            next_round = self.exchange.next_attest_round(self.address)
+            current = self.exchange.current_round()
         plan = plan_attestations(
             state.pending,
             next_round=next_round,
@@ -160,7 +161,7 @@ class SwarmNode(Producer):
             return
         try:
             with report.timings.measure("chain"):
-                self.client.attest(plan.due)
+                self.exchange.attest(plan.due)
             report.attested += len(plan.due)
         except ContractRevert as exc:  # retrying cannot help: say why, drop them, go on
             log.error("%s: %d attestations refused: %s", self.address, len(plan.due), exc)
@@ -172,16 +173,16 @@ class SwarmNode(Producer):
         """Settles the disputes this node flagged once their attestation window has closed."""
         state = self._state()
         with report.timings.measure("chain"):
-            current = self.client.current_round()
+            current = self.exchange.current_round()
         remaining = []
         for round, subject in state.flagged:
             if current <= round + self.params.attestation_window_rounds:
                 remaining.append((round, subject))
                 continue
             with report.timings.measure("chain"):
-                if not self.client.verdict(round, subject).settled:
+                if not self.exchange.is_settled(round, subject):
                     try:
-                        self.client.settle(round, subject)
+                        self.exchange.settle(round, subject)
                         report.settled += 1
                     except (SwarmCoordinatorAlreadySettled, SwarmCoordinatorNoDispute):
                         pass
@@ -196,7 +197,7 @@ class SwarmNode(Producer):
             state.last_round = round
             oldest = round - self.params.attestation_window_rounds - 1
             state.prune(oldest)
-            self.view.forget_before(oldest)
+            self.exchange.forget_before(oldest)
             self._own = {
                 r: own for r, own in self._own.items() if r >= round - self.params.grace_rounds
             }

@@ -36,7 +36,7 @@ class Producer(NodeCore):
         """Generates, stores and publishes this node's batch of ``round`` (once, ever)."""
         state, report = self._state(), self.report(round)
         with report.timings.measure("chain"):
-            on_chain = self.client.publication(round, self.address)
+            on_chain = self.exchange.publication(round, self.address)
         record = state.batches.get(round)
         if record is None and on_chain is not None:
             record = self._adopt_published(round, on_chain, report)
@@ -67,8 +67,8 @@ class Producer(NodeCore):
         with report.timings.measure("generate"):
             generated = self.learner.generate(
                 tasks,
-                self.settings.group_size,
-                seed=derived_seed("gen", self.settings.seed, self.address, round),
+                self.config.sampling.group_size,
+                seed=derived_seed("gen", self.config.training.seed, self.address, round),
             )
         with report.timings.measure("sign"):
             return self.build_batch(round, tasks, generated)
@@ -77,9 +77,9 @@ class Producer(NodeCore):
         batch = self.generate_batch(round, report)
         with report.timings.measure("store"):
             retry_store(
-                lambda: self.store.put(batch.data, pin=True),
+                lambda: self.exchange.store.put(batch.data, pin=True),
                 what=f"storing round {round}",
-                policy=self.settings.store_retry,
+                policy=self.store_retry,
             )
         record = OwnBatch(
             round=round,
@@ -97,14 +97,14 @@ class Producer(NodeCore):
     ) -> BatchToPublish:
         """Scores, signs and encodes this node's batch (and remembers its samples for training)."""
         encoded = assemble_batch(
-            account=self.client.sender.account,  # type: ignore[union-attr]
-            domain=self.client.domain,
+            account=self.account,
+            domain=self.exchange.domain,
             round=round,
             preset=self.preset.name,
             model=ModelInfo(name=self.learner.model_name, adapter_digest=None),
             tasks=tasks,
             texts=[g.texts for g in generated],
-            compress=self.settings.compress,
+            compress=self.config.storage.compress,
         )
         rewards = [[c.reward for c in g.completions] for g in encoded.batch.body.groups]
         self._own[round] = OwnRound.from_generated(tasks, generated, rewards)
@@ -142,9 +142,9 @@ class Producer(NodeCore):
         try:
             with report.timings.measure("store"):
                 data = retry_store(
-                    lambda: self.store.get(digest),
+                    lambda: self.exchange.store.get(digest),
                     what=f"reading our round {round}",
-                    policy=self.settings.store_retry,
+                    policy=self.store_retry,
                 )
             batch = decode_batch(data)
         except Exception as exc:  # our own bytes: any failure only costs the local groups
@@ -162,13 +162,7 @@ class Producer(NodeCore):
     def _publish(self, record: OwnBatch, report: RoundReport) -> None:
         try:
             with report.timings.measure("chain"):
-                self.client.publish_rollouts(
-                    record.round,
-                    record.digest,
-                    record.groups,
-                    record.completions,
-                    record.reward_sum,
-                )
+                self.exchange.publish(record)
             report.published = "yes"
         except SwarmCoordinatorAlreadyPublished:
             report.published = "already"

@@ -1,7 +1,7 @@
 """Task presets: which reasoning-gym datasets a round's tasks come from, with what weights.
 
 A preset is named in every batch (``tasks.preset``); a verifier must know it by that name and
-rejects batches naming one it does not know (PROTOCOL.md, "Task derivation"). The definitions
+rejects batches naming one it does not know (docs/PROTOCOL.md, "Presets"). The definitions
 below are therefore part of the protocol: change one only together with every node (rename it
 when its meaning changes).
 
@@ -9,7 +9,7 @@ Two presets ship:
 
 - ``smol-easy`` (the default): easy ``basic_arithmetic`` settings for the shipped
   SmolLM2-135M-Instruct. With three format demonstrations it scored 0.28 on one-digit addition and
-  0.06 on two-digit addition/subtraction, but ~0.01 on the default settings (DESIGN.md); GRPO
+  0.06 on two-digit addition/subtraction, but ~0.01 on the default settings (docs/DESIGN.md); GRPO
   learns only from groups whose rewards differ, so the mix sits where the base model scores
   between ~5% and ~50%. Only measured kinds of question are in it.
 - ``paper``: the nine datasets of the published SAPO experiment with their default configs and
@@ -26,11 +26,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from node.defaults import DEFAULT_PRESET_NAME
 from node.tasks import generator
 from node.tasks.errors import UnknownPreset
 from node.tasks.safe_scorers import REVIEWED_SCORERS
 
-# PROTOCOL.md limits a batch to 64 groups, one per task.
+# docs/PROTOCOL.md limits a batch to 64 groups, one per task.
 MAX_TASKS_PER_ROUND = 64
 
 _PRESET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -196,7 +197,6 @@ PAPER = Preset(
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in (SMOL_EASY, PAPER)}
 
-DEFAULT_PRESET_NAME = SMOL_EASY.name
 
 
 def get_preset(name: str) -> Preset:

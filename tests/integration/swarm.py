@@ -18,31 +18,33 @@ from eth_account.signers.local import LocalAccount
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.learning_data import GeneratedCompletion, GeneratedGroup
+from node.chain.rpc import RetryPolicy
+from node.config import NodeConfig, with_overrides
 from node.policy.adapters import AdapterPool
-from node.policy.generation import SamplingConfig
-from node.policy.grpo import GRPOConfig
 from node.rollouts import encode_batch, sign_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import BatchBody, Completion, Group, ModelInfo, TaskRecord, TaskSource
-from node.round.learner import Learner, LearnerSettings
-from node.round.node import NodeSettings, SwarmNode
+from node.round.exchange import ChainExchange
+from node.round.factory import build_node
+from node.round.learner import Learner
+from node.round.node import SwarmNode
 from node.round.own import BatchToPublish
+from node.round.retry import STORE_RETRY
 from node.storage import ContentStore
 from node.tasks import TaskItem, generator_id
 
 ETHER = 10**18
 
-SETTINGS = NodeSettings(
-    tasks_per_round=4,
-    local_groups=2,
-    external_groups=3,
-    group_size=4,
-    fetch_timeout=5.0,
-    fetch_budget=10.0,
-)
-LEARNER = LearnerSettings(
-    sampling=SamplingConfig(max_new_tokens=6),
-    grpo=GRPOConfig(max_completion_tokens=16),
+#: What the test nodes set differently from a node's defaults (small and fast).
+TEST_NODE = with_overrides(
+    NodeConfig(),
+    {
+        "model": {"source": "tiny"},
+        "tasks": {"tasks_per_round": 4},
+        "sampling": {"local_groups": 2, "external_groups": 3, "group_size": 4},
+        "storage": {"fetch_timeout": 5.0, "fetch_budget": 10.0},
+        "generation": {"max_new_tokens": 6},
+    },
 )
 
 
@@ -79,8 +81,8 @@ class InflatingNode(SwarmNode):
         self, round: int, tasks: Sequence[TaskItem], generated: Sequence[GeneratedGroup]
     ) -> BatchToPublish:
         body = BatchBody(
-            chain_id=self.client.domain.chain_id,
-            coordinator=self.client.domain.verifying_contract,
+            chain_id=self.exchange.domain.chain_id,
+            coordinator=self.exchange.domain.verifying_contract,
             round=round,
             peer=self.address,
             model=ModelInfo(name=self.learner.model_name, adapter_digest=None),
@@ -95,7 +97,7 @@ class InflatingNode(SwarmNode):
                 for t, group in zip(tasks, generated)
             ],
         )
-        data = encode_batch(sign_batch(body, self.client.sender.account, self.client.domain))  # type: ignore[union-attr]
+        data = encode_batch(sign_batch(body, self.account, self.exchange.domain))
         return BatchToPublish(
             data, batch_digest(data), len(body.groups), body.completion_count, body.reward_sum_milli
         )
@@ -123,15 +125,21 @@ def make_node(
     node_class: type[SwarmNode] = SwarmNode,
     register: bool = True,
     seed: int = 0,
+    store_retry: RetryPolicy = STORE_RETRY,
 ) -> SwarmNode:
     """A node of ``account`` over the shared ``pool`` (registered with 1 ETH unless told)."""
     if register:
         client.register(name, 1 * ETHER)
-    learner = AnsweringLearner(
-        pool,
-        name,
-        pool.base.tokenizer,
-        LearnerSettings(sampling=LEARNER.sampling, grpo=LEARNER.grpo, seed=seed),
-        shared=True,
+    config = with_overrides(
+        TEST_NODE, {"model": {"checkpoint_dir": state_dir}, "training": {"seed": seed}}
     )
-    return node_class(client, deployment, store, learner, state_dir, SETTINGS)
+    return build_node(
+        config,
+        account,
+        ChainExchange(client, deployment, store),
+        pool=pool,
+        name=name,
+        learner_class=AnsweringLearner,
+        node_class=node_class,
+        store_retry=store_retry,
+    )

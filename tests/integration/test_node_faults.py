@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,12 +55,12 @@ def test_a_failing_store_interrupts_the_round_which_is_retried_and_published_onc
     fresh_round: int,
     tmp_path: Path,
 ) -> None:
-    node = node_factory(dev_accounts[1], "flaky")
-    node.store = FlakyStore(tmp_path / "flaky-store", failures=2)
-    node.settings = dataclasses.replace(node.settings, store_retry=NO_STORE_RETRY)
+    node = node_factory(dev_accounts[1], "flaky", store_retry=NO_STORE_RETRY)
+    store = FlakyStore(tmp_path / "flaky-store", failures=2)
+    node.exchange.store = store
     reports = []
     assert run_node(node, FAST_LOOP, on_report=reports.append) == 1
-    assert node.store.failures == 0  # both failures happened, then the round went through
+    assert store.failures == 0  # both failures happened, then the round went through
     assert [(r.round, r.published) for r in reports] == [(fresh_round, "yes")]
     assert my_rounds(chain, node) == [fresh_round]
 

@@ -49,7 +49,7 @@ def test_three_honest_nodes_share_train_and_attest_for_three_rounds(
     assert [r.round for r in reports] == [r for r in rounds for _ in nodes]
     for node in nodes:
         for r in rounds:
-            digest = node.client.publication(r, node.address)
+            digest = node.exchange.client.publication(r, node.address)
             assert digest is not None and digest == node.state.batches[r].digest
         assert read_checkpoint(node.state_dir).round == fresh_round + 2
         assert lora_b_norm(node) > 0  # the adapter moved away from the base
@@ -90,9 +90,9 @@ def test_a_reward_inflating_peer_is_flagged_settled_and_slashed(
         (fresh_round, cheat.address, True)
     ]
     assert settled[0].amount == ETHER // 2  # TEST_CONFIG slashes 50 %
-    assert cheat.client.peer_info(cheat.address).stake == ETHER // 2
+    assert cheat.exchange.client.peer_info(cheat.address).stake == ETHER // 2
     for node in honest:
-        assert node.client.peer_info(node.address).stake == ETHER
+        assert node.exchange.client.peer_info(node.address).stake == ETHER
 
 
 def test_a_peer_publishing_garbage_does_not_disturb_the_others(
@@ -130,7 +130,7 @@ def test_a_node_restarted_mid_round_resumes_without_publishing_twice(
     round_ = fresh_round + 1
     a.produce(round_)
     b.produce(round_)
-    digest = a.client.publication(round_, a.address)
+    digest = a.exchange.client.publication(round_, a.address)
     saved = {k: v.clone() for k, v in a.learner.pool.adapter_state("peer-0").items()}
 
     # "Kill" a before it trains: its in-memory adapter is lost (scrambled here), its process gone.
@@ -144,7 +144,7 @@ def test_a_node_restarted_mid_round_resumes_without_publishing_twice(
 
     report = restarted.produce(round_)
     assert report.published == "already"
-    assert restarted.client.publication(round_, a.address) == digest
+    assert restarted.exchange.client.publication(round_, a.address) == digest
     report = restarted.complete(round_)
     b.complete(round_)
     assert report.trained and report.local_groups == 2 and report.external_groups == 3

@@ -1,0 +1,195 @@
+"""How a node talks to the swarm: publish its batch, read peers' commitments, fetch, attest, settle.
+
+:class:`Exchange` is everything :class:`~node.round.node.SwarmNode` asks of the world outside its
+own model and state folder. Two implementations:
+
+- :class:`ChainExchange`: the coordinator contract (transactions and its events, read through a
+  :class:`~node.round.view.SwarmView`) and a content store. ``swarm run``, ``swarm local up`` and
+  the experiment's chain exchange use it.
+- :class:`~node.round.inprocess.InProcessExchange`: nodes of one process, batches in memory, no
+  chain. The experiment's fast path.
+
+Both keep the rules a node relies on: a peer publishes a round once, within the grace window; a
+commitment carries the batch's digest and counts; bytes are fetched from a content store that is
+never trusted (every blob is re-hashed).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from eth_account.signers.local import LocalAccount
+
+from node.chain.client import CoordinatorClient
+from node.chain.deployment import Deployment
+from node.chain.eip712 import Domain
+from node.chain.events import EventReader, RolloutsPublished
+from node.chain.models import Attestation, Parameters, PeerStatus
+from node.config import NodeConfig
+from node.round.errors import NotActive
+from node.round.state import ChainIdentity, OwnBatch
+from node.round.view import SwarmView, check_chain
+from node.storage import ContentStore, open_store
+
+
+@dataclass(frozen=True)
+class SwarmInfo:
+    """What a node learns when it joins: the seed of every round's tasks and the rules."""
+
+    genesis_seed: bytes
+    parameters: Parameters
+    identity: ChainIdentity
+
+
+class Exchange(ABC):
+    """One node's link to the swarm (each node has its own; it acts for that node's peer)."""
+
+    #: Where the batches' bytes are (put by their publisher, fetched and re-hashed by the others).
+    store: ContentStore
+
+    @property
+    @abstractmethod
+    def domain(self) -> Domain:
+        """The EIP-712 domain batches are signed for."""
+
+    @abstractmethod
+    def join(self, peer: str) -> SwarmInfo:
+        """Checks that ``peer`` may take part (NotActive otherwise) and reads the swarm's rules."""
+
+    @abstractmethod
+    def check(self) -> None:
+        """Raises ChainReset when the swarm this node joined is gone."""
+
+    @abstractmethod
+    def current_round(self) -> int: ...
+
+    @abstractmethod
+    def publication(self, round: int, peer: str) -> bytes | None:
+        """The digest ``peer`` committed for ``round``, if any."""
+
+    @abstractmethod
+    def publish(self, batch: OwnBatch) -> None:
+        """Commits ``batch`` (its bytes are in the store already). Raises the contract's
+        AlreadyPublished or WrongRound errors."""
+
+    @abstractmethod
+    def refresh(self) -> None:
+        """Reads what happened since the last call (new peers, new commitments)."""
+
+    @abstractmethod
+    def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
+        """Every commitment of ``rounds`` seen at the last ``refresh``, by round then peer."""
+
+    @abstractmethod
+    def everyone_published(self, round: int, *, besides: str) -> bool:
+        """True when every active peer other than ``besides`` has published ``round``."""
+
+    @abstractmethod
+    def forget_before(self, round: int) -> None:
+        """Drops commitments older than ``round`` (no longer needed)."""
+
+    @abstractmethod
+    def next_attest_round(self, peer: str) -> int:
+        """The first round ``peer`` may still attest (the contract's ``nextAttestRound``)."""
+
+    @abstractmethod
+    def attest(self, items: Sequence[Attestation]) -> None:
+        """Records this node's verdicts, in one batch."""
+
+    @abstractmethod
+    def is_settled(self, round: int, subject: str) -> bool: ...
+
+    @abstractmethod
+    def settle(self, round: int, subject: str) -> None:
+        """Settles a dispute (raises the contract's AlreadySettled or NoDispute errors)."""
+
+
+class ChainExchange(Exchange):
+    """The coordinator contract on a chain, through ``client``, and a content store."""
+
+    def __init__(self, client: CoordinatorClient, deployment: Deployment, store: ContentStore):
+        if client.account_address is None:
+            raise ValueError("a node's client needs the peer's account")
+        self.client = client
+        self.deployment = deployment
+        self.store = store
+        self.view = SwarmView(EventReader(client.w3, client.address), deployment.deployment_block)
+
+    @classmethod
+    def connect(cls, config: NodeConfig, account: LocalAccount) -> ChainExchange:
+        """The chain and store named in ``config``, acting for ``account``."""
+        deployment = Deployment.load(config.chain.deployment.expanduser())
+        client = CoordinatorClient.connect(
+            config.chain.rpc_url, deployment, account=account, timeout=config.chain.rpc_timeout
+        )
+        setting = config.storage.store
+        store = open_store(
+            Path(setting).expanduser() if "://" not in setting else setting,
+            timeout=config.storage.fetch_timeout,
+        )
+        return cls(client, deployment, store)
+
+    @property
+    def domain(self) -> Domain:
+        return self.client.domain
+
+    def join(self, peer: str) -> SwarmInfo:
+        self.check()
+        status = self.client.peer_info(peer).status
+        if status is not PeerStatus.ACTIVE:
+            raise NotActive(
+                f"{peer} is {status.name.lower()} on this coordinator: only an active peer "
+                "publishes (swarm register --name NAME --stake AMOUNT)"
+            )
+        info = SwarmInfo(
+            genesis_seed=self.client.genesis_seed(),
+            parameters=self.client.parameters(),
+            identity=ChainIdentity(
+                chain_id=self.deployment.chain_id,
+                coordinator=self.deployment.coordinator,
+                deployment_block_hash=self.deployment.block_hash,
+            ),
+        )
+        self.refresh()
+        return info
+
+    def check(self) -> None:
+        check_chain(self.client, self.deployment, seen_block=self.view.next_block - 1)
+
+    def current_round(self) -> int:
+        return self.client.current_round()
+
+    def publication(self, round: int, peer: str) -> bytes | None:
+        return self.client.publication(round, peer)
+
+    def publish(self, batch: OwnBatch) -> None:
+        self.client.publish_rollouts(
+            batch.round, batch.digest, batch.groups, batch.completions, batch.reward_sum
+        )
+
+    def refresh(self) -> None:
+        self.view.refresh(self.client.block_number())
+
+    def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
+        return self.view.commitments(rounds)
+
+    def everyone_published(self, round: int, *, besides: str) -> bool:
+        return self.view.everyone_published(round, besides=besides)
+
+    def forget_before(self, round: int) -> None:
+        self.view.forget_before(round)
+
+    def next_attest_round(self, peer: str) -> int:
+        return self.client.peer_info(peer).next_attest_round
+
+    def attest(self, items: Sequence[Attestation]) -> None:
+        self.client.attest(items)
+
+    def is_settled(self, round: int, subject: str) -> bool:
+        return self.client.verdict(round, subject).settled
+
+    def settle(self, round: int, subject: str) -> None:
+        self.client.settle(round, subject)
