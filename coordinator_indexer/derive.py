@@ -9,7 +9,8 @@ Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
   is used, not the mean, so that one attester lying high or low cannot move it. A batch nobody
   attested has no verified reward (NULL), and counts 0 towards its peer's total.
 - A peer's **verified reward** is the sum of its batches' verified rewards; its **claimed reward**
-  the sum of its claims. Both are int64 milli-units (PROTOCOL.md): reward x 1000.
+  the sum of its claims. Both are int64 milli-units, reward x 1000
+  (docs/PROTOCOL.md, "Rewards in milli-units").
 - A batch is **verified** when at least one attester agreed, agreements are at least the flags,
   and it was not slashed (:func:`is_verified`). A peer's ``verified_batches`` and the swarm's
   ``/api/stats`` count batches with exactly this predicate.

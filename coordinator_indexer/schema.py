@@ -16,7 +16,8 @@ seen head) and ``blocks`` (hashes of the blocks inside the unconfirmed window, f
 
 Wei amounts are ``uint256`` and do not fit a 64-bit integer column, so they are stored exactly as
 decimal text; a ``*_gwei`` integer twin exists where the API sorts by the amount. Rewards are the
-protocol's int64 milli-units (PROTOCOL.md), summed in 64-bit integers.
+protocol's int64 milli-units (docs/PROTOCOL.md, "Rewards in milli-units"), summed in 64-bit
+integers.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 pragma solidity ^0.8.24;
 
 /// @title ISwarmCoordinator
-/// @notice Types, errors and events of the swarm coordinator (PROTOCOL.md, "Contract SwarmCoordinator").
+/// @notice Types, errors and events of the swarm coordinator (docs/PROTOCOL.md, "Contract SwarmCoordinator").
 /// @dev Events are the indexer's API: their signatures are frozen once released.
 interface ISwarmCoordinator {
     // ---------------------------------------------------------------- types
@@ -168,7 +168,7 @@ interface ISwarmCoordinator {
     /// @param amount The amount, in wei.
     error SwarmCoordinatorTransferFailed(address to, uint256 amount);
 
-    // ---------------------------------------------------------------- events (PROTOCOL.md, frozen)
+    // ---------------------------------------------------------------- events (docs/PROTOCOL.md, "Events"; frozen)
 
     event PeerRegistered(address indexed peer, string name, uint256 stake);
     event StakeAdded(address indexed peer, uint256 amount, uint256 totalStake);

@@ -6,7 +6,7 @@ import {ISwarmCoordinator} from "./ISwarmCoordinator.sol";
 /// @title SwarmCoordinator
 /// @notice Coordination bus of the SAPO swarm testnet: staked peers, rounds derived from chain time,
 /// rollout commitments, reward attestations and slashing. Detail lives in events; storage holds only
-/// what a later call must check (PROTOCOL.md fixes every external name and event).
+/// what a later call must check (docs/PROTOCOL.md fixes every external name and event).
 /// @dev Storage per round is one slot per publication and one per attested (round, subject).
 contract SwarmCoordinator is ISwarmCoordinator {
     // ---------------------------------------------------------------- constants

@@ -1,4 +1,5 @@
-"""EIP-712 typed data of the swarm protocol (PROTOCOL.md, "EIP-712"): hashing, signing, recovering.
+"""EIP-712 typed data of the swarm protocol: hashing, signing, recovering (docs/PROTOCOL.md,
+"EIP-712").
 
 Domain: name "SwarmCoordinator", version "1", the chain id and the coordinator's address. Types:
 

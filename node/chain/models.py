@@ -2,7 +2,8 @@
 
 Pydantic models, frozen and validated (integer ranges of the Solidity types, checksummed addresses,
 32-byte hashes), each with ``from_abi`` / ``to_abi`` to cross the ABI boundary. In JSON, bytes32
-values are ``0x`` + 64 lower-case hex and addresses are EIP-55 (PROTOCOL.md, "Units and encodings").
+values are ``0x`` + 64 lower-case hex and addresses are EIP-55 (docs/PROTOCOL.md, "Units and
+encodings").
 """
 
 from __future__ import annotations

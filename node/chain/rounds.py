@@ -1,4 +1,4 @@
-"""Round arithmetic from chain time (PROTOCOL.md, "Units and encodings").
+"""Round arithmetic from chain time (docs/PROTOCOL.md, "Rounds and seeds").
 
 Round r covers ``[genesis + r*duration, genesis + (r+1)*duration)``; the contract computes
 ``currentRound() = (block.timestamp - genesis) / roundDuration`` and ``roundSeed(r) =

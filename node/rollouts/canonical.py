@@ -1,6 +1,6 @@
 """Canonical JSON: the one byte encoding of a JSON value that every node produces identically.
 
-Rules (PROTOCOL.md "Batch document"; the choices where it is silent are marked *):
+Rules (docs/PROTOCOL.md, "Canonical JSON"; the choices the v1 protocol left open are marked *):
 
 - UTF-8, no byte-order mark; object keys sorted by code point (Python's ``sorted`` on ``str``,
   which equals UTF-16 order for the protocol's ASCII field names); separators ``,`` and ``:``

@@ -4,7 +4,7 @@
 :class:`SignedBatch` or raises :class:`BatchRejected`; no other exception escapes, whatever
 the input. In order:
 
-1. size: at most ``max_size`` bytes (PROTOCOL: 1 MiB) ........................ ``too_large``
+1. size: at most ``max_size`` bytes (docs/PROTOCOL.md: 1 MiB) ................ ``too_large``
 2. zstd, detected by its magic ``28 b5 2f fd``: exactly one frame, nothing after it, with its
    content size declared in the frame header (zstd's default for one-shot compression) and at
    most ``max_size``, checked before anything is allocated (decompression bombs)

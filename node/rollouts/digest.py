@@ -1,4 +1,4 @@
-"""Digests of stored batch bytes and their ``0x`` hex form (PROTOCOL "Units and encodings").
+"""Digests of stored batch bytes and their ``0x`` hex form (docs/PROTOCOL.md, "Digests and CIDs").
 
 The digest committed on-chain is SHA-256 of the exact stored bytes (compressed or not); in JSON
 and logs a 32-byte hash is written ``0x`` + 64 lower-case hex digits.

@@ -11,7 +11,7 @@ from node.tasks import TaskItem
 
 
 def to_milli(reward: float) -> int:
-    """PROTOCOL.md's on-chain reward unit: ``round(reward * 1000)``."""
+    """Milli-units: ``round(reward * 1000)`` (docs/PROTOCOL.md, "Rewards in milli-units")."""
     return round(reward * 1000)
 
 

@@ -1,4 +1,4 @@
-"""SHA-256 digests <-> CIDv1 strings (PROTOCOL "Units and encodings").
+"""SHA-256 digests <-> CIDv1 strings (docs/PROTOCOL.md, "Digests and CIDs").
 
 A blob's CID is CIDv1 with codec ``raw`` (0x55) and multihash ``sha2-256`` (0x12, 32 bytes) of
 the same digest, in multibase ``base32`` lower-case without padding (prefix ``b``)::

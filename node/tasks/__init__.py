@@ -2,7 +2,7 @@
 
 A peer's tasks for a round are a pure function of (round seed, peer address, preset), so any
 verifier regenerates them, checks each group's question and reference answer, and re-scores every
-completion with the dataset's own scorer (PROTOCOL.md, "Task derivation").
+completion with the dataset's own scorer (docs/PROTOCOL.md, "Task derivation").
 
 Modules, one concern each:
 

@@ -1,5 +1,5 @@
-"""Task derivation (PROTOCOL.md, "Task derivation"): a peer's tasks for a round, reproducible by
-any verifier from public inputs only.
+"""Task derivation (docs/PROTOCOL.md, "Task derivation"): a peer's tasks for a round,
+reproducible by any verifier from public inputs only.
 
 For peer P in round r and item i (0 <= i < preset.tasks_per_round), byte for byte::
 
@@ -14,7 +14,7 @@ For peer P in round r and item i (0 <= i < preset.tasks_per_round), byte for byt
     item_i = reasoning_gym.create_dataset(entries[j].dataset, seed=seed_i, size=1,
                                           **entries[j].config)[0]
 
-The dataset draw is "a PRNG seeded by seed_i" as PROTOCOL.md asks, but deliberately not
+The dataset draw is "a PRNG seeded by seed_i" as the v1 protocol asked, but deliberately not
 ``random.Random(seed_i)``: every reasoning-gym generator builds its item from
 ``random.Random(seed + idx)`` = ``random.Random(seed_i)`` too, so a draw from that same stream would
 correlate which dataset is picked with the item's content. (Measured: in the ``paper`` preset,
@@ -50,7 +50,7 @@ class TaskItem(BaseModel):
 
     dataset: str = Field(description="reasoning-gym dataset name")
     index: int = Field(ge=0, description="position in the peer's task list for the round")
-    seed: int = Field(ge=0, lt=_UINT64, description="seed_i of PROTOCOL.md (uint64)")
+    seed: int = Field(ge=0, lt=_UINT64, description="seed_i of docs/PROTOCOL.md (uint64)")
     question: str = Field(description="the generator's question, verbatim")
     answer: str | None = Field(description="the generator's reference answer (None for some)")
     config: dict[str, Any] = Field(
@@ -65,7 +65,7 @@ class TaskItem(BaseModel):
         return {"question": self.question, "answer": self.answer, "metadata": self.metadata}
 
     def batch_task(self) -> dict[str, Any]:
-        """The batch document's ``task`` object (PROTOCOL.md, "Batch document")."""
+        """The batch document's ``task`` object (docs/PROTOCOL.md, "Batch document")."""
         return {
             "dataset": self.dataset,
             "index": self.index,
@@ -75,7 +75,7 @@ class TaskItem(BaseModel):
 
 
 def derive_item_seed(round_seed: bytes, peer: str, index: int) -> int:
-    """``seed_i`` of PROTOCOL.md: uint64 from keccak256(roundSeed ‖ P (20 bytes) ‖ uint32_be(i))."""
+    """``seed_i`` (docs/PROTOCOL.md): uint64 from keccak256(roundSeed ‖ P (20 bytes) ‖ uint32_be(i))."""
     data = _seed_bytes(round_seed) + _address_bytes(peer) + _uint32_bytes(index)
     return int.from_bytes(keccak(data)[:8], "big")
 

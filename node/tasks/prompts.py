@@ -2,7 +2,8 @@
 
 Told the format only in words, the shipped SmolLM2-135M-Instruct never used the answer tags (0 of
 192 samples); with three demonstrations given as earlier chat turns (user question, assistant
-``<answer>7</answer>``) it used them in 83-98% of samples (DESIGN.md). So every prompt carries
+``<answer>7</answer>``) it used them in 83-98% of samples (docs/DESIGN.md, "Tasks and prompts").
+So every prompt carries
 them.
 
 Demonstrations come from the same generator as the task (same dataset and config) but from a

@@ -1,4 +1,4 @@
-"""Task derivation: PROTOCOL.md's item seeds byte for byte, the weighted draw, determinism across
+"""Task derivation: docs/PROTOCOL.md's item seeds byte for byte, the weighted draw, determinism across
 processes, the shipped presets' items, and the verifier's exact comparison."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def tasks_digest(round_seed_: bytes, peer: str, preset_name: str) -> str:
 
 
 def independent_seed(round_seed_: bytes, peer: str, index: int) -> int:
-    """PROTOCOL.md, written out by hand: keccak256(roundSeed ‖ P (20 bytes) ‖ uint32_be(i))."""
+    """docs/PROTOCOL.md, written out by hand: keccak256(roundSeed ‖ P (20 bytes) ‖ uint32_be(i))."""
     address = bytes.fromhex(peer[2:].lower())
     assert len(round_seed_) == 32 and len(address) == 20
     data = (

@@ -164,7 +164,7 @@ abstract contract CoordinatorTest is TestBase, ISwarmCoordinator {
         return a.round < b.round || (a.round == b.round && a.subject < b.subject);
     }
 
-    // ---------------------------------------------------------------- EIP-712 (computed from PROTOCOL.md, not read back)
+    // ---------------------------------------------------------------- EIP-712 (computed from docs/PROTOCOL.md, "EIP-712", not read back)
 
     function _domainSeparator(uint256 chainId, address verifyingContract) internal pure returns (bytes32) {
         return keccak256(

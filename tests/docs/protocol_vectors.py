@@ -1,0 +1,362 @@
+"""The test vectors of docs/PROTOCOL.md: reading them out of the document, recomputing them.
+
+The document marks each vector with a fence info string ``<language> vector:<name>``; the block's
+content is the vector (JSON, or for ``batch-bytes`` the exact batch bytes as UTF-8 text).
+``compute_vectors(inputs)`` recomputes every vector from the project's code and the document's
+``inputs`` vector; the tests compare the two. Nothing here imports torch.
+
+After an intentional protocol change, print the recomputed vectors and paste them into the
+document::
+
+    .venv/bin/python -m tests.docs.protocol_vectors
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+from eth_utils import abi_to_signature, keccak
+
+from node.chain import eip712
+from node.chain.abi import abi_sha256, load_abi
+from node.chain.models import median_milli
+from node.chain.rounds import round_seed
+from node.rollouts import canonical_json, limits
+from node.rollouts.assemble import EncodedBatch, assemble_batch
+from node.rollouts.codec import ZSTD_LEVEL, ZSTD_MAGIC
+from node.rollouts.reasons import RejectReason
+from node.rollouts.schema import ModelInfo
+from node.rollouts.signing import body_hash
+from node.sampling.verdicts import to_milli
+from node.storage.cid import cid_from_digest
+from node.tasks import DEFAULT_PRESET_NAME, PRESETS, derive_tasks, draw_entry, generator_id
+from node.tasks.derivation import DRAW_DOMAIN
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROTOCOL_PATH = REPO_ROOT / "docs" / "PROTOCOL.md"
+
+_FENCE = re.compile(r"^```(\w+) vector:([a-z0-9-]+)\n(.*?)\n```$", re.MULTILINE | re.DOTALL)
+
+Vector = Any
+Inputs = dict[str, Any]
+
+
+# ------------------------------------------------------------------------------ reading the doc
+
+
+def read_blocks(text: str) -> dict[str, tuple[str, str]]:
+    """``{name: (language, content)}`` of every ``vector:`` fenced block; ValueError on a repeat."""
+    blocks: dict[str, tuple[str, str]] = {}
+    for match in _FENCE.finditer(text):
+        language, name, content = match.groups()
+        if name in blocks:
+            raise ValueError(f"vector {name!r} appears twice in docs/PROTOCOL.md")
+        blocks[name] = (language, content)
+    return blocks
+
+
+def read_vectors(text: str) -> dict[str, Vector]:
+    """The document's vectors: JSON blocks parsed, other blocks as their text."""
+    return {
+        name: json.loads(content) if language == "json" else content
+        for name, (language, content) in read_blocks(text).items()
+    }
+
+
+# ------------------------------------------------------------------------------ recomputing
+
+
+def _hex(value: bytes) -> str:
+    return "0x" + value.hex()
+
+
+def abi_vector(inputs: Inputs) -> Vector:
+    """Selectors of every function and error, topic0 of every event, of the committed ABI, and
+    the ABI's hash (deployment files name it)."""
+    found: dict[str, dict[str, str]] = {"functions": {}, "events": {}, "errors": {}}
+    for item in load_abi():
+        kind = {"function": "functions", "event": "events", "error": "errors"}.get(item["type"])
+        if kind is None:
+            continue
+        signature = abi_to_signature(item)
+        digest = keccak(text=signature)
+        found[kind][signature] = _hex(digest if kind == "events" else digest[:4])
+    vector: dict[str, Any] = {"abi_sha256": abi_sha256()}
+    vector.update({kind: dict(sorted(entries.items())) for kind, entries in found.items()})
+    return vector
+
+
+def limits_vector(inputs: Inputs) -> Vector:
+    return {
+        "schema": limits.SCHEMA,
+        "max_groups": limits.MAX_GROUPS,
+        "max_completions_per_group": limits.MAX_COMPLETIONS_PER_GROUP,
+        "max_completion_chars": limits.MAX_COMPLETION_CHARS,
+        "max_batch_bytes": limits.MAX_BATCH_BYTES,
+        "max_dataset_chars": limits.MAX_DATASET_CHARS,
+        "max_question_chars": limits.MAX_QUESTION_CHARS,
+        "max_answer_chars": limits.MAX_ANSWER_CHARS,
+        "max_model_name_chars": limits.MAX_MODEL_NAME_CHARS,
+        "max_preset_chars": limits.MAX_PRESET_CHARS,
+        "max_generator_chars": limits.MAX_GENERATOR_CHARS,
+        "max_task_index": limits.MAX_TASK_INDEX,
+        "max_uint64": limits.MAX_UINT64,
+        "max_json_depth": limits.MAX_JSON_DEPTH,
+        "max_int_digits": limits.MAX_INT_DIGITS,
+        "zstd_magic": _hex(ZSTD_MAGIC),
+        "zstd_level": ZSTD_LEVEL,
+    }
+
+
+def presets_vector(inputs: Inputs) -> Vector:
+    return {
+        "generator": generator_id(),
+        "default": DEFAULT_PRESET_NAME,
+        "presets": {
+            name: {
+                "tasks_per_round": preset.tasks_per_round,
+                "entries": [
+                    {"dataset": e.dataset, "weight": e.weight, "config": e.config}
+                    for e in preset.entries
+                ],
+            }
+            for name, preset in PRESETS.items()
+        },
+    }
+
+
+def _round_seed(inputs: Inputs) -> bytes:
+    return round_seed(bytes.fromhex(inputs["genesis_seed"][2:]), inputs["round"])
+
+
+def round_seed_vector(inputs: Inputs) -> Vector:
+    return {
+        "genesis_seed": inputs["genesis_seed"],
+        "round": inputs["round"],
+        "round_seed": _hex(_round_seed(inputs)),
+    }
+
+
+def _draw(seed: int) -> int:
+    return int.from_bytes(keccak(DRAW_DOMAIN + seed.to_bytes(8, "big"))[:8], "big")
+
+
+def _tasks_vector(inputs: Inputs, preset_name: str, *, full_text: bool) -> Vector:
+    preset = PRESETS[preset_name]
+    tasks = []
+    for task in derive_tasks(_round_seed(inputs), inputs["peer"], preset):
+        entry: dict[str, Any] = {
+            "index": task.index,
+            "seed": task.seed,
+            "draw": _draw(task.seed),
+            "entry": draw_entry(preset, task.seed),
+            "dataset": task.dataset,
+        }
+        if full_text:
+            entry.update(question=task.question, answer=task.answer)
+        else:
+            entry.update(
+                question_sha256=_hex(hashlib.sha256(task.question.encode("utf-8")).digest()),
+                answer=task.answer,
+            )
+        tasks.append(entry)
+    return {
+        "preset": preset_name,
+        "round_seed": _hex(_round_seed(inputs)),
+        "peer": inputs["peer"],
+        "tasks": tasks,
+    }
+
+
+def tasks_smol_easy_vector(inputs: Inputs) -> Vector:
+    return _tasks_vector(inputs, "smol-easy", full_text=True)
+
+
+def tasks_paper_vector(inputs: Inputs) -> Vector:
+    return _tasks_vector(inputs, "paper", full_text=False)
+
+
+def build_batch(inputs: Inputs) -> EncodedBatch:
+    """The batch of the ``inputs`` vector's ``batch`` part, built the way a node builds its own."""
+    spec = inputs["batch"]
+    tasks = derive_tasks(_round_seed(inputs), inputs["peer"], PRESETS[spec["preset"]])
+    return assemble_batch(
+        account=Account.from_key(inputs["private_key"]),
+        domain=eip712.Domain(inputs["chain_id"], inputs["coordinator"]),
+        round=inputs["round"],
+        preset=spec["preset"],
+        model=ModelInfo(name=spec["model"], adapter_digest=None),
+        tasks=[tasks[i] for i in spec["task_indexes"]],
+        texts=spec["texts"],
+    )
+
+
+def batch_bytes_vector(inputs: Inputs) -> Vector:
+    return build_batch(inputs).data.decode("utf-8")
+
+
+def batch_vector(inputs: Inputs) -> Vector:
+    encoded = build_batch(inputs)
+    body = encoded.batch.body
+    return {
+        "rewards": [[c.reward for c in group.completions] for group in body.groups],
+        "bytes": len(encoded.data),
+        "body_hash": _hex(body_hash(body)),
+        "digest": _hex(encoded.digest),
+        "cid": cid_from_digest(encoded.digest),
+        "groups": encoded.groups,
+        "completions": encoded.completions,
+        "reward_sum": encoded.reward_sum_milli,
+        "signature": encoded.batch.signature,
+    }
+
+
+def eip712_vector(inputs: Inputs) -> Vector:
+    account = Account.from_key(inputs["private_key"])
+    domain = eip712.Domain(inputs["chain_id"], inputs["coordinator"])
+    encoded = build_batch(inputs)
+    publish = {
+        "peer": account.address,
+        "round": inputs["round"],
+        "digest": _hex(encoded.digest),
+        "groups": encoded.groups,
+        "completions": encoded.completions,
+        "rewardSum": encoded.reward_sum_milli,
+    }
+    publish_hash = eip712.publish_struct_hash(
+        account.address,
+        inputs["round"],
+        encoded.digest,
+        encoded.groups,
+        encoded.completions,
+        encoded.reward_sum_milli,
+    )
+    body = body_hash(encoded.batch.body)
+    batch_hash = eip712.rollout_batch_struct_hash(account.address, inputs["round"], body)
+    return {
+        "domain": domain.as_dict(),
+        "domain_type": eip712.DOMAIN_TYPE,
+        "domain_typehash": _hex(eip712.DOMAIN_TYPEHASH),
+        "domain_separator": _hex(domain.separator),
+        "publish": {
+            "type": eip712.PUBLISH_TYPE,
+            "typehash": _hex(eip712.PUBLISH_TYPEHASH),
+            "message": publish,
+            "struct_hash": _hex(publish_hash),
+            "digest": _hex(eip712.typed_data_hash(domain, publish_hash)),
+            "signature": _hex(eip712.sign_struct(account, domain, publish_hash)),
+        },
+        "rollout_batch": {
+            "type": eip712.ROLLOUT_BATCH_TYPE,
+            "typehash": _hex(eip712.ROLLOUT_BATCH_TYPEHASH),
+            "message": {"peer": account.address, "round": inputs["round"], "bodyHash": _hex(body)},
+            "struct_hash": _hex(batch_hash),
+            "digest": _hex(eip712.typed_data_hash(domain, batch_hash)),
+            "signature": _hex(eip712.sign_struct(account, domain, batch_hash)),
+        },
+    }
+
+
+# Tables of (input, output) pairs: the document chooses the inputs, the code gives the outputs.
+
+
+def cid_pairs(pairs: list[list[Any]]) -> Vector:
+    """``[text, {digest, cid}]``: SHA-256 of the text's UTF-8 bytes and its CIDv1."""
+    found = []
+    for text, _ in pairs:
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        found.append([text, {"digest": _hex(digest), "cid": cid_from_digest(digest)}])
+    return found
+
+
+def canonical_json_pairs(pairs: list[list[Any]]) -> Vector:
+    """``[value, canonical text]``."""
+    return [[value, canonical_json(value).decode("utf-8")] for value, _ in pairs]
+
+
+def milli_unit_pairs(pairs: list[list[Any]]) -> Vector:
+    """``[reward, milli-units]``."""
+    return [[reward, to_milli(reward)] for reward, _ in pairs]
+
+
+def median_pairs(pairs: list[list[Any]]) -> Vector:
+    """``[attested verifiedRewardSum values, verified reward]``."""
+    return [[values, median_milli(values)] for values, _ in pairs]
+
+
+def reasons_vector(inputs: Inputs) -> Vector:
+    return [reason.value for reason in RejectReason]
+
+
+COMPUTED: dict[str, Callable[[Inputs], Vector]] = {
+    "abi": abi_vector,
+    "limits": limits_vector,
+    "presets": presets_vector,
+    "round-seed": round_seed_vector,
+    "tasks-smol-easy": tasks_smol_easy_vector,
+    "tasks-paper": tasks_paper_vector,
+    "batch-bytes": batch_bytes_vector,
+    "batch": batch_vector,
+    "eip712": eip712_vector,
+    "reasons": reasons_vector,
+}
+
+PAIRS: dict[str, Callable[[list[list[Any]]], Vector]] = {
+    "cid": cid_pairs,
+    "canonical-json": canonical_json_pairs,
+    "milli-units": milli_unit_pairs,
+    "median": median_pairs,
+}
+
+
+def compute_vectors(documented: dict[str, Vector]) -> dict[str, Vector]:
+    """Every vector but ``inputs``, recomputed from the project's code and the document's inputs
+    (the ``inputs`` vector, and the input column of each pair table)."""
+    inputs = documented["inputs"]
+    computed = {name: compute(inputs) for name, compute in COMPUTED.items()}
+    computed.update({name: compute(documented[name]) for name, compute in PAIRS.items()})
+    return computed
+
+
+def _compact(value: Any) -> str:
+    """One-line JSON, non-ASCII kept but invisible characters (DEL, U+2028/9) escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    return re.sub("[\u007f\u2028\u2029]", lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def format_vector(value: Vector) -> str:
+    """A vector as the document shows it: one key, list item or pair per line."""
+    if isinstance(value, list):
+        return "[\n  " + ",\n  ".join(_compact(item) for item in value) + "\n]"
+    if not isinstance(value, dict):
+        return _compact(value)
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, list) and any(isinstance(x, (dict, list)) for x in item):
+            shown = "[\n    " + ",\n    ".join(_compact(x) for x in item) + "\n  ]"
+        elif isinstance(item, dict) and item:
+            shown = format_vector(item).replace("\n", "\n  ")
+        else:
+            shown = _compact(item)
+        lines.append(f"  {_compact(key)}: {shown}")
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
+def main() -> None:
+    """Prints the recomputed vectors as the document's fenced blocks."""
+    documented = read_vectors(PROTOCOL_PATH.read_text(encoding="utf-8"))
+    for name, value in compute_vectors(documented).items():
+        if isinstance(value, str):
+            print(f"```text vector:{name}\n{value}\n```\n")
+        else:
+            print(f"```json vector:{name}\n{format_vector(value)}\n```\n")
+
+
+if __name__ == "__main__":
+    main()
