@@ -25,7 +25,7 @@ from node.chain.events import RolloutsPublished
 from node.chain.models import Attestation, Parameters
 from node.round.exchange import Exchange, SwarmInfo
 from node.round.state import ChainIdentity, OwnBatch
-from node.storage import ContentStore, NotFound, sha256
+from node.storage import ContentStore, NotFound, TooLarge, sha256
 from node.storage.base import check_digest, verified
 
 #: Anvil's chain id and the address its first deployment gets: batches look like the chain path's.
@@ -58,12 +58,14 @@ class MemoryStore(ContentStore):
             self._blobs[digest] = blob
         return digest
 
-    def get(self, digest: bytes) -> bytes:
-        digest = check_digest(digest)
+    def get(self, digest: bytes, *, max_size: int | None = None) -> bytes:
+        digest, cap = check_digest(digest), self._read_cap(max_size)
         with self._lock:
             data = self._blobs.get(digest)
         if data is None:
             raise NotFound(f"no blob 0x{digest.hex()} in memory")
+        if len(data) > cap:
+            raise TooLarge(f"blob 0x{digest.hex()} is over the {cap}-byte cap")
         return verified(digest, data, source="the memory store")
 
     def has(self, digest: bytes) -> bool:

@@ -19,7 +19,7 @@ from node.round.exchange import ChainExchange
 from node.round.factory import build_node, learner_settings
 from node.round.inprocess import PARAMETERS, InProcessSwarm, MemoryStore
 from node.round.state import OwnBatch
-from node.storage import DigestMismatch, LocalStore
+from node.storage import DigestMismatch, LocalStore, TooLarge
 from tests.chain_fixtures import ChainControl
 from tests.integration.swarm import ETHER, TEST_NODE, AnsweringLearner
 
@@ -134,6 +134,8 @@ def test_the_memory_store_rehashes_and_the_swarm_forgets_old_rounds() -> None:
     exchange.join("0x" + "11" * 20)
     batch = _batch(0, b"round zero", swarm.store)
     exchange.publish(batch)
+    with pytest.raises(TooLarge):
+        swarm.store.get(batch.digest, max_size=len(b"round zero") - 1)
     swarm.store._blobs[batch.digest] = b"tampered"  # a store that lies
     with pytest.raises(DigestMismatch):
         swarm.store.get(batch.digest)
