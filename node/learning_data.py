@@ -40,7 +40,9 @@ class GeneratedCompletion:
 
     def __post_init__(self) -> None:
         if self.finish_reason not in ("stop", "length"):
-            raise ValueError(f"finish_reason must be 'stop' or 'length', got {self.finish_reason!r}")
+            raise ValueError(
+                f"finish_reason must be 'stop' or 'length', got {self.finish_reason!r}"
+            )
         if self.finish_reason == "stop" and not self.token_ids:
             raise ValueError("a completion that stopped has at least its stop token")
 

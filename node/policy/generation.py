@@ -92,7 +92,8 @@ def generate_groups(
     completions = generate_from_ids(
         model, tokenizer, prompt_ids, num_completions=num_completions, sampling=sampling, seed=seed
     )
-    return [GeneratedGroup(tuple(p), tuple(c)) for p, c in zip(prompt_ids, completions, strict=True)]
+    pairs = zip(prompt_ids, completions, strict=True)
+    return [GeneratedGroup(tuple(prompt), tuple(group)) for prompt, group in pairs]
 
 
 def generate_from_ids(

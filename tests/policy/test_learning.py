@@ -3,8 +3,9 @@
 The task: for each of two prompts, reward 1 when the completion's first word is a given word (the
 one the untrained model says first most often, among those it says at most a quarter of the
 time), else 0. Each step samples 16 completions of 4 tokens per prompt with the node's own
-sampler, scores them, and makes one GRPO update on the two groups. The mean reward of 64 fresh
-samples per prompt is measured before and after 20 steps.
+sampler, scores their texts, and makes one GRPO update on the two groups, on the token ids
+sampled (as a node trains on its own groups). The mean reward of 64 fresh samples per prompt is
+measured before and after 20 steps.
 
 The model is a two-layer random Llama like ``tiny_model``, but with untied output embeddings
 scaled up so its next-token distribution is peaked like a trained model's. ``tiny_model``'s
@@ -26,7 +27,7 @@ pytest.importorskip("peft")
 from transformers import LlamaForCausalLM  # noqa: E402
 
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings  # noqa: E402
-from node.policy.generation import SamplingConfig, generate  # noqa: E402
+from node.policy.generation import SamplingConfig, generate, generate_groups  # noqa: E402
 from node.policy.grpo import GRPOConfig, GRPOTrainer, ScoredGroup  # noqa: E402
 from node.policy.model import BaseModel, encode_prompts, tiny_model  # noqa: E402
 
@@ -40,8 +41,8 @@ EVAL_SEED = 100_000  # + the test's seed: the same fresh samples before and afte
 COMPLETIONS = 16
 SAMPLING = SamplingConfig(max_new_tokens=4, temperature=1.0)
 LORA = LoraSettings(rank=8, alpha=16)  # attention projections
-# A space and a word, as the tokenizer splits text before BPE: a whole word is its own piece, so a
-# completion that starts with the target word starts with the target token after re-tokenisation.
+# A space and a word, as the tokenizer splits text before BPE: a whole word is its own piece, so
+# the target word is one token, the one the model is most likely to sample first.
 # (The leading space matters: a policy that learns to say "MSE" first soon says "MSEMSE...", whose
 # first word is no longer "MSE", and with all rewards 0 nothing is left to learn from.)
 FIRST_WORD = re.compile(r" [A-Za-z]+")
@@ -93,11 +94,11 @@ def train(tokenizer, seed: int) -> tuple[float, float, list[float]]:  # type: ig
 def train_policy(policy, optimizer, tokenizer, seed: int) -> tuple[float, float, list[float]]:  # type: ignore[no-untyped-def]
     target = target_word(policy, tokenizer)
     before = mean_reward(policy, tokenizer, target, seed=EVAL_SEED + seed)
-    config = GRPOConfig(max_completion_tokens=SAMPLING.max_new_tokens)  # cut answers stay cut
+    config = GRPOConfig(max_completion_tokens=SAMPLING.max_new_tokens)  # samples are never cut
     trainer = GRPOTrainer(policy, tokenizer, config, optimizer)
     history = []
     for step in range(STEPS):
-        samples = generate(
+        samples = generate_groups(
             policy,
             tokenizer,
             PROMPTS,
@@ -105,14 +106,7 @@ def train_policy(policy, optimizer, tokenizer, seed: int) -> tuple[float, float,
             sampling=SAMPLING,
             seed=1000 * seed + step,
         )
-        groups = [
-            ScoredGroup(
-                prompt,
-                [c.text for c in completions],
-                rewards([c.text for c in completions], target),
-            )
-            for prompt, completions in zip(PROMPTS, samples, strict=True)
-        ]
+        groups = [ScoredGroup.generated(g, rewards(list(g.texts), target)) for g in samples]
         history.append(trainer.step(groups).mean_reward)
     after = mean_reward(policy, tokenizer, target, seed=EVAL_SEED + seed)
     return before, after, history
