@@ -37,9 +37,13 @@ from node.policy.model import encode_prompts, stop_token_ids
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How completions are sampled. Invalid values raise ``ValueError`` when constructed."""
+    """How completions are sampled. Invalid values raise ``ValueError`` when constructed.
 
-    max_new_tokens: int = 256
+    ``max_new_tokens`` has no default here: a node's comes from its configuration
+    (``generation.max_new_tokens``), which also sets GRPO's cutoff to it.
+    """
+
+    max_new_tokens: int
     temperature: float = 1.0
     """0 means greedy decoding."""
     top_p: float = 1.0
@@ -63,7 +67,7 @@ def generate(
     prompts: Sequence[Sequence[Message]],
     *,
     num_completions: int,
-    sampling: SamplingConfig = SamplingConfig(),
+    sampling: SamplingConfig,
     seed: int | None = None,
 ) -> list[list[GeneratedCompletion]]:
     """``num_completions`` completions for each chat prompt, in the order of ``prompts``.
@@ -83,7 +87,7 @@ def generate_groups(
     prompts: Sequence[Sequence[Message]],
     *,
     num_completions: int,
-    sampling: SamplingConfig = SamplingConfig(),
+    sampling: SamplingConfig,
     seed: int | None = None,
 ) -> list[GeneratedGroup]:
     """As ``generate``, each prompt's completions kept with the prompt ids the model was fed
@@ -102,7 +106,7 @@ def generate_from_ids(
     prompt_ids: Sequence[Sequence[int]],
     *,
     num_completions: int,
-    sampling: SamplingConfig = SamplingConfig(),
+    sampling: SamplingConfig,
     seed: int | None = None,
     stop_ids: Sequence[int] | None = None,
 ) -> list[list[GeneratedCompletion]]:

@@ -104,7 +104,7 @@ class GRPOConfig(BaseModel):
         1e-4, gt=0, description="Added to the group's reward std before dividing by it."
     )
     max_completion_tokens: int = Field(
-        256,
+        ...,
         ge=1,
         description="Completion tokens trained on at most. A peer's text of this many tokens or "
         "more is cut to it and gets no end-of-turn; a shorter one gets one. Set it to the "
@@ -334,12 +334,12 @@ class GRPOTrainer:
         self,
         model: PeftModel,
         tokenizer: PreTrainedTokenizerBase,
-        config: GRPOConfig | None = None,
+        config: GRPOConfig,
         optimizer: torch.optim.Optimizer | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.config = config or GRPOConfig()
+        self.config = config
         _check_logits_are_plain(model)
         params = trainable_parameters(model)
         if not params:

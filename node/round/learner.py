@@ -27,8 +27,8 @@ from node.tasks import TaskItem, build_messages
 class LearnerSettings:
     """How one node samples and learns."""
 
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    sampling: SamplingConfig
+    grpo: GRPOConfig
     lora: LoraSettings = field(default_factory=LoraSettings)
     optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
     seed: int = 0
@@ -48,7 +48,7 @@ class Learner:
         pool: AdapterPool,
         name: str,
         tokenizer: PreTrainedTokenizerBase,
-        settings: LearnerSettings = LearnerSettings(),
+        settings: LearnerSettings,
         *,
         shared: bool = False,
     ) -> None:

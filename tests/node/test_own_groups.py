@@ -17,6 +17,7 @@ from transformers import PreTrainedTokenizerBase  # noqa: E402
 from node.learning_data import GeneratedCompletion, GeneratedGroup, ScoredGroup  # noqa: E402
 from node.policy.adapters import AdapterPool  # noqa: E402
 from node.policy.generation import SamplingConfig  # noqa: E402
+from node.policy.grpo import GRPOConfig  # noqa: E402
 from node.policy.model import BaseModel, encode_prompts, tiny_model  # noqa: E402
 from node.round.learner import Learner, LearnerSettings  # noqa: E402
 from node.round.own import OwnRound, pick_local  # noqa: E402
@@ -40,7 +41,9 @@ def tasks(count: int) -> list[TaskItem]:
 def learner(tokenizer: PreTrainedTokenizerBase) -> Learner:
     model = tiny_model(tokenizer, seed=0).eval().requires_grad_(False)
     pool = AdapterPool(BaseModel(name="tiny", model=model, tokenizer=tokenizer))
-    settings = LearnerSettings(sampling=SamplingConfig(max_new_tokens=6))
+    settings = LearnerSettings(
+        sampling=SamplingConfig(max_new_tokens=6), grpo=GRPOConfig(max_completion_tokens=6)
+    )
     return Learner(pool, "node", tokenizer, settings)
 
 

@@ -142,7 +142,7 @@ def test_end_of_turn_is_a_default_stop(tiny_base) -> None:
     with torch.no_grad():  # tied embeddings: make <|im_end|>'s logit dominate everywhere
         rigged.model.norm.weight.fill_(1.0)
         rigged.lm_head.weight[im_end] = rigged.model.embed_tokens.weight.sum(0) * 0 + 50.0
-    groups = generate(rigged, tok, [SHORT], num_completions=3, sampling=SamplingConfig(), seed=0)
+    groups = generate(rigged, tok, [SHORT], num_completions=3, sampling=SamplingConfig(max_new_tokens=256), seed=0)
     for completion in groups[0]:
         assert completion.token_ids == (im_end,)
         assert completion.finish_reason == "stop" and completion.text == ""
@@ -156,7 +156,7 @@ def test_a_prompt_without_chat_template_generates(tiny_base, tokenizer) -> None:
 
 
 def test_empty_prompt_list_gives_nothing(tiny_base) -> None:
-    assert generate(tiny_base.model, tiny_base.tokenizer, [], num_completions=4) == []
+    assert generate(tiny_base.model, tiny_base.tokenizer, [], num_completions=4, sampling=GREEDY) == []
 
 
 def test_the_model_s_training_mode_is_restored(tiny_base) -> None:
@@ -180,21 +180,21 @@ def test_the_model_s_training_mode_is_restored(tiny_base) -> None:
 )
 def test_bad_sampling_settings_are_refused(settings) -> None:
     with pytest.raises(ValueError):
-        SamplingConfig(**settings)
+        SamplingConfig(**{"max_new_tokens": 8, **settings})
 
 
 def test_bad_generation_inputs_are_refused(tiny_base) -> None:
     model, tok = tiny_base.model, tiny_base.tokenizer
     with pytest.raises(ValueError, match="num_completions"):
-        generate(model, tok, [SHORT], num_completions=0)
+        generate(model, tok, [SHORT], num_completions=0, sampling=GREEDY)
     with pytest.raises(ValueError, match="no tokens"):
-        generate_from_ids(model, tok, [[1, 2], []], num_completions=1)
+        generate_from_ids(model, tok, [[1, 2], []], num_completions=1, sampling=GREEDY)
     with pytest.raises(ValueError, match="1024 positions"):
         generate_from_ids(
             model, tok, [[5] * 1000], num_completions=1, sampling=SamplingConfig(max_new_tokens=100)
         )
     with pytest.raises(ValueError, match="prompt 0"):
-        generate(model, tok, [[]], num_completions=1)
+        generate(model, tok, [[]], num_completions=1, sampling=GREEDY)
 
 
 def test_a_tiny_top_p_is_greedy(chatty, tokenizer) -> None:

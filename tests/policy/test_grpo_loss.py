@@ -199,8 +199,10 @@ def test_overlong_completion_is_cut_without_an_end(tokenizer) -> None:  # type: 
 
 def test_config_rejects_bad_ranges() -> None:
     with pytest.raises(ValueError):
-        GRPOConfig(epsilon_low=1.0)
+        GRPOConfig(epsilon_low=1.0, max_completion_tokens=8)
     with pytest.raises(ValueError):
-        GRPOConfig(num_iterations=0)
+        GRPOConfig(num_iterations=0, max_completion_tokens=8)
     with pytest.raises(ValueError):
-        GRPOConfig(unknown_field=1)
+        GRPOConfig(unknown_field=1, max_completion_tokens=8)
+    with pytest.raises(ValueError, match="max_completion_tokens"):
+        GRPOConfig()  # no default: a node's comes from generation.max_new_tokens

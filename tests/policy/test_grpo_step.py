@@ -45,8 +45,13 @@ def policy(pool: AdapterPool):  # type: ignore[no-untyped-def]
         yield model
 
 
+#: GRPO's defaults, with completions cut at 256 tokens (more than any here).
+CONFIG = GRPOConfig(max_completion_tokens=256)
+
+
 def make_trainer(policy, tokenizer, lr: float = 1e-3, **config) -> GRPOTrainer:  # type: ignore[no-untyped-def]
     optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=lr)
+    config.setdefault("max_completion_tokens", CONFIG.max_completion_tokens)
     return GRPOTrainer(policy, tokenizer, GRPOConfig(**config), optimizer)
 
 
@@ -67,7 +72,7 @@ def moved(before: dict[str, torch.Tensor], model: torch.nn.Module) -> set[str]:
 
 
 def test_every_lora_parameter_moves_and_nothing_else(pool, policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    trainer = GRPOTrainer(policy, tokenizer, optimizer=pool.optimizer("alice"))
+    trainer = GRPOTrainer(policy, tokenizer, CONFIG, optimizer=pool.optimizer("alice"))
     before = snapshot(policy)
     lora = {n for n, _ in policy.named_parameters() if ".alice." in n}
     assert len(lora) == 2 * 4 * 2  # (A, B) x 4 projections x 2 layers
@@ -86,7 +91,12 @@ def test_micro_batches_do_not_change_loss_or_gradients(policy, tokenizer) -> Non
     make_trainer(policy, tokenizer, lr=1e-2).step(groups())  # B != 0
     results = []
     for micro_batch_size in (9, 4, 1):
-        config = GRPOConfig(micro_batch_size=micro_batch_size, beta=0.1, max_grad_norm=1e9)
+        config = GRPOConfig(
+            micro_batch_size=micro_batch_size,
+            beta=0.1,
+            max_grad_norm=1e9,
+            max_completion_tokens=256,
+        )
         frozen = torch.optim.SGD(trainable_parameters(policy), lr=0.0)
         metrics = GRPOTrainer(policy, tokenizer, config, optimizer=frozen).step(groups())
         grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.requires_grad}
@@ -102,7 +112,7 @@ def test_micro_batches_do_not_change_loss_or_gradients(policy, tokenizer) -> Non
 
 
 def test_all_equal_rewards_make_no_update(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    trainer = GRPOTrainer(policy, tokenizer)
+    trainer = GRPOTrainer(policy, tokenizer, CONFIG)
     before = snapshot(policy)
     flat = [
         ScoredGroup(QUESTION, ANSWERS[:3], [1.0, 1.0, 1.0]),
@@ -135,7 +145,7 @@ def test_empty_and_overlong_completions(policy, tokenizer) -> None:  # type: ign
 
 def test_prompt_as_token_ids_equals_prompt_as_messages(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
     frozen = torch.optim.SGD(trainable_parameters(policy), lr=0.0)
-    trainer = GRPOTrainer(policy, tokenizer, optimizer=frozen)
+    trainer = GRPOTrainer(policy, tokenizer, CONFIG, optimizer=frozen)
     ids = prompt_token_ids(QUESTION, tokenizer)
     as_messages = trainer.step([ScoredGroup(QUESTION, ANSWERS, REWARDS)])
     as_ids = trainer.step([ScoredGroup(ids, ANSWERS, REWARDS)])
@@ -169,7 +179,7 @@ def test_kl_is_zero_before_training_and_positive_after(policy, tokenizer) -> Non
     assert first.kl == 0.0
     second = kl_trainer.step(groups())
     assert second.kl is not None and second.kl > 0
-    assert GRPOTrainer(policy, tokenizer).step(groups()).kl is None  # beta 0: not computed
+    assert GRPOTrainer(policy, tokenizer, CONFIG).step(groups()).kl is None  # beta 0: not computed
 
 
 def test_step_restores_the_training_mode(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -181,7 +191,7 @@ def test_step_restores_the_training_mode(policy, tokenizer) -> None:  # type: ig
 def test_a_model_without_an_adapter_is_refused(tokenizer) -> None:  # type: ignore[no-untyped-def]
     frozen = tiny_model(tokenizer).requires_grad_(False)
     with pytest.raises(ValueError, match="LoRA adapter"):
-        GRPOTrainer(frozen, tokenizer)
+        GRPOTrainer(frozen, tokenizer, CONFIG)
 
 
 def test_a_model_that_post_processes_logits_is_refused(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
