@@ -25,11 +25,6 @@ from node.chain.models import PeerStatus, TxReceipt, median_milli
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
 from node.experiment.command import experiment as experiment_command
-from node.policy.errors import PolicyError
-from node.local.anvil import AnvilError
-from node.local.swarm import LocalSwarmSettings
-from node.round.errors import NodeError
-from node.storage import StoreError
 from node.identity import (
     IdentityError,
     create_keystore,
@@ -37,6 +32,11 @@ from node.identity import (
     read_password,
     unlock_keystore,
 )
+from node.local.anvil import AnvilError
+from node.local.swarm import LocalSwarmSettings
+from node.policy.errors import PolicyError
+from node.round.errors import NodeError
+from node.storage import StoreError
 
 DEFAULT_CONFIG = Path("node.toml")
 

@@ -211,7 +211,9 @@ class ExperimentRunner:
             name = f"{unit.slug}_n{index}_{attempt}"
         return name
 
-    def _nodes(self, unit: Unit, exchanges: list[Exchange], state_dirs: list[Path]) -> list[SwarmNode]:
+    def _nodes(
+        self, unit: Unit, exchanges: list[Exchange], state_dirs: list[Path]
+    ) -> list[SwarmNode]:
         """The unit's nodes, built like any other node, over the shared base model."""
         accounts = experiment_accounts(unit.seed, self.config.nodes)
         return [

@@ -160,14 +160,18 @@ def create_peers(
         funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding {name}")
         client = CoordinatorClient.connect(rpc_url, deployment, account=account)
         client.register(name, deployment.parameters.min_stake)
-        peer = LocalPeer(name, account, folder, peer_config(settings.node, i, folder, workdir, rpc_url))
+        peer = LocalPeer(
+            name, account, folder, peer_config(settings.node, i, folder, workdir, rpc_url)
+        )
         peer.config_path.write_text(config_toml(peer.config))
         echo(f"{name}: {account.address} funded and registered ({peer.config_path})")
         peers.append(peer)
     return peers
 
 
-def peer_config(node: NodeConfig, index: int, folder: Path, workdir: Path, rpc_url: str) -> NodeConfig:
+def peer_config(
+    node: NodeConfig, index: int, folder: Path, workdir: Path, rpc_url: str
+) -> NodeConfig:
     """Node ``index``'s configuration: ``node`` with its chain, keystore, store, state and seed."""
     return with_overrides(
         node,

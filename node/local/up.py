@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from node.chain.deployment import Deployment
 from node.chain.rpc import connect
 from node.local.devchain import DevChain
 from node.local.swarm import (
@@ -29,7 +28,9 @@ from node.round.node import SwarmNode
 from node.round.report import RoundReport
 
 
-def build_nodes(settings: LocalSwarmSettings, peers: list[LocalPeer], echo: Echo) -> list[SwarmNode]:
+def build_nodes(
+    settings: LocalSwarmSettings, peers: list[LocalPeer], echo: Echo
+) -> list[SwarmNode]:
     """One SwarmNode per peer, each from its own ``node.toml`` settings, all over one base
     model loaded once."""
     model = settings.node.model

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address

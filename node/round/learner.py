@@ -15,9 +15,9 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from node.learning_data import GeneratedGroup, ScoredGroup, StepMetrics
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.checkpoint import CheckpointInfo, load_checkpoint, save_checkpoint
-from node.learning_data import GeneratedGroup, ScoredGroup, StepMetrics
 from node.policy.generation import SamplingConfig, generate_groups
 from node.policy.grpo import GRPOConfig, GRPOTrainer
 from node.tasks import TaskItem, build_messages

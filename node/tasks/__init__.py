@@ -26,6 +26,7 @@ Example::
     reward = score_completion(tasks[0], "... <answer>7</answer>")
 """
 
+from node.defaults import DEFAULT_PRESET_NAME
 from node.tasks.derivation import (
     TaskItem,
     check_task_matches,
@@ -37,7 +38,6 @@ from node.tasks.derivation import (
 from node.tasks.errors import InvalidTaskInput, TaskError, UnknownPreset, UnsafeScorer
 from node.tasks.generator import generator_id
 from node.tasks.presets import (
-    DEFAULT_PRESET_NAME,
     PRESETS,
     Preset,
     PresetEntry,

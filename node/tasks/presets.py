@@ -26,7 +26,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from node.defaults import DEFAULT_PRESET_NAME
 from node.tasks import generator
 from node.tasks.errors import UnknownPreset
 from node.tasks.safe_scorers import REVIEWED_SCORERS

@@ -17,9 +17,9 @@ from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.learning_data import GeneratedCompletion, GeneratedGroup
 from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig, with_overrides
+from node.learning_data import GeneratedCompletion, GeneratedGroup
 from node.policy.adapters import AdapterPool
 from node.rollouts import encode_batch, sign_batch
 from node.rollouts.digest import batch_digest
