@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 
+from node.storage.endpoint import StoreEndpoint
 from node.storage.errors import DigestMismatch, InvalidAddress, TooLarge
 
 #: Default size cap: docs/PROTOCOL.md's 1 MiB per batch (also Kubo's largest block without
@@ -76,6 +77,15 @@ class ContentStore(ABC):
     @abstractmethod
     def pin(self, digest: bytes) -> None:
         """Keeps ``digest`` through garbage collection. NotFound if the store cannot get it."""
+
+    def endpoint(self) -> StoreEndpoint | None:
+        """Where other hosts reach this store (a network store's peer id and addresses);
+        None for a store only this host can read."""
+        return None
+
+    def connect(self, endpoint: StoreEndpoint) -> None:
+        """Connects to a peer's store so that its blobs can be fetched (no-op where a store
+        has no network)."""
 
     def _read_cap(self, max_size: int | None) -> int:
         """The cap of one ``get``: ``max_size`` if given (at least 0), else ``max_blob_size``."""
