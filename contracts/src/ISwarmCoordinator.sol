@@ -167,6 +167,10 @@ interface ISwarmCoordinator {
     /// @param to The recipient.
     /// @param amount The amount, in wei.
     error SwarmCoordinatorTransferFailed(address to, uint256 amount);
+    /// @notice A store endpoint is longer than the contract accepts.
+    /// @param length The length given, in bytes.
+    /// @param maxLength The most bytes an endpoint may have (MAX_ENDPOINT_BYTES).
+    error SwarmCoordinatorEndpointTooLong(uint256 length, uint256 maxLength);
 
     // ---------------------------------------------------------------- events (docs/PROTOCOL.md, "Events"; frozen)
 
@@ -196,6 +200,13 @@ interface ISwarmCoordinator {
         uint64 indexed round, address indexed subject, bool slashed, uint256 amount, uint32 flags, uint32 agreements
     );
     event ParametersChanged(bytes32 indexed name, uint256 value);
+
+    // ---------------------------------------------------------------- events (store endpoints; frozen)
+
+    /// @notice `peer` announced where its content store can be reached (docs/PROTOCOL.md, "Store endpoints").
+    /// @param peer The announcing peer.
+    /// @param endpoint Canonical JSON `{"addrs":[...],"peer_id":"..."}`, not parsed on-chain; empty clears.
+    event EndpointAnnounced(address indexed peer, bytes endpoint);
 
     // ---------------------------------------------------------------- events (administration)
 

@@ -19,6 +19,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
     bytes32 public constant PUBLISH_TYPEHASH = keccak256(
         "Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,int64 rewardSum)"
     );
+    /// @notice Most bytes a store endpoint announcement may hold (docs/PROTOCOL.md, "Store endpoints").
+    uint256 public constant MAX_ENDPOINT_BYTES = 512;
     uint256 private constant _BPS = 10_000;
     /// @dev Upper half of the secp256k1 order: signatures with a larger s are malleable copies.
     uint256 private constant _SECP256K1_HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
@@ -130,6 +132,20 @@ contract SwarmCoordinator is ISwarmCoordinator {
         peer.status = PeerStatus.Withdrawn;
         emit Withdrawn(msg.sender, amount);
         _sendValue(msg.sender, amount);
+    }
+
+    /// @notice Announces where the caller's content store can be reached, so that peers fetching its
+    /// batches connect to it (docs/PROTOCOL.md, "Store endpoints"). The latest announcement counts.
+    /// @dev Requirements: caller is an active peer; at most `MAX_ENDPOINT_BYTES` bytes. Works while paused: it
+    /// writes no storage and moves no ether. The bytes are not parsed here (nodes validate them); empty bytes
+    /// withdraw the caller's endpoint. Emits {EndpointAnnounced}.
+    /// @param endpoint Canonical JSON `{"addrs":[...],"peer_id":"..."}`, or empty.
+    function announceEndpoint(bytes calldata endpoint) external {
+        _activePeer(msg.sender);
+        if (endpoint.length > MAX_ENDPOINT_BYTES) {
+            revert SwarmCoordinatorEndpointTooLong(endpoint.length, MAX_ENDPOINT_BYTES);
+        }
+        emit EndpointAnnounced(msg.sender, endpoint);
     }
 
     // ---------------------------------------------------------------- rounds

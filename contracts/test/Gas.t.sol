@@ -34,6 +34,8 @@ contract GasTest is CoordinatorTest {
     bytes internal attestFirstFlagsCall;
     bytes internal attestAfterOthersCall;
     bytes internal attestOneFirstCall;
+    bytes internal announceCall;
+    bytes internal announceMaxCall;
 
     /// @dev Round R-1: alice and 8 subjects publish, bob and carol attest all 8 subjects of R-1.
     /// Round R: the 8 subjects publish; nobody has attested R yet. alice attested R-2 before (steady state).
@@ -81,6 +83,16 @@ contract GasTest is CoordinatorTest {
         attestFirstFlagsCall = abi.encodeCall(coordinator.attest, (_batch(R, true)));
         attestAfterOthersCall = abi.encodeCall(coordinator.attest, (_batch(R - 1, false)));
         attestOneFirstCall = abi.encodeCall(coordinator.attest, (_one(_agree(R, subjects[0]))));
+        announceCall = abi.encodeCall(
+            coordinator.announceEndpoint,
+            (
+                bytes(
+                    '{"addrs":["/ip4/93.184.216.34/tcp/4001","/ip4/93.184.216.34/udp/4001/quic-v1"],'
+                    '"peer_id":"12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA"}'
+                )
+            )
+        );
+        announceMaxCall = abi.encodeCall(coordinator.announceEndpoint, (_printable(512)));
         vm.deal(newcomer, MIN_STAKE);
     }
 
@@ -128,7 +140,24 @@ contract GasTest is CoordinatorTest {
         _measure("attest 1, first attester", alice, 0, attestOneFirstCall, 1);
     }
 
+    /// @dev A node's announcement: a peer id and two public addresses (144 bytes); made at most once per start.
+    function test_Gas_AnnounceEndpoint() public onlyTheCallMetered {
+        _measure("announceEndpoint", alice, 0, announceCall, 1);
+    }
+
+    /// @dev The largest announcement the contract takes (512 non-zero bytes).
+    function test_Gas_AnnounceEndpointMax() public onlyTheCallMetered {
+        _measure("announceEndpoint, 512 bytes", alice, 0, announceMaxCall, 1);
+    }
+
     // ---------------------------------------------------------------- helpers
+
+    function _printable(uint256 length) private pure returns (bytes memory out) {
+        out = new bytes(length);
+        for (uint256 i = 0; i < length; ++i) {
+            out[i] = bytes1(uint8(0x61 + i % 26));
+        }
+    }
 
     function _measure(string memory what, address sender, uint256 value, bytes memory data, uint256 perItems)
         private

@@ -170,6 +170,15 @@ class CoordinatorClient:
     def withdraw(self) -> TxReceipt:
         return self.transact("withdraw")
 
+    def announce_endpoint(self, endpoint: bytes) -> TxReceipt:
+        """Announces this peer's store endpoint (node.storage.endpoint's encoding, at most
+        ``max_endpoint_bytes()``); empty bytes withdraw it. Emits ``EndpointAnnounced``."""
+        return self.transact("announceEndpoint", bytes(endpoint))
+
+    def max_endpoint_bytes(self) -> int:
+        """The most bytes ``announce_endpoint`` takes (the contract's ``MAX_ENDPOINT_BYTES``)."""
+        return int(self._call("MAX_ENDPOINT_BYTES"))
+
     def peer_info(self, peer: str) -> PeerInfo:
         return PeerInfo.from_abi(self._call("peerInfo", to_checksum_address(peer)))
 

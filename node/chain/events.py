@@ -27,7 +27,7 @@ from web3.types import FilterParams
 
 from node.chain.abi import load_abi, snake_case
 from node.chain.errors import RpcError
-from node.chain.models import Address, Bytes32, FrozenModel, HashHex
+from node.chain.models import Address, Bytes32, FrozenModel, HashHex, HexBytes
 from node.chain.rpc import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -135,6 +135,15 @@ class ParametersChanged(ChainEvent):
     value: int
 
 
+class EndpointAnnounced(ChainEvent):
+    event = "EndpointAnnounced"
+    peer: Address
+    endpoint: HexBytes = Field(
+        description="The announced bytes as given (node.storage.endpoint parses them); empty "
+        "withdraws the peer's endpoint."
+    )
+
+
 class Paused(ChainEvent):
     event = "Paused"
     account: Address
@@ -178,6 +187,7 @@ PROTOCOL_EVENTS: tuple[type[ChainEvent], ...] = (
     Attested,
     DisputeSettled,
     ParametersChanged,
+    EndpointAnnounced,
 )
 
 # ---------------------------------------------------------------------------------------- decoding

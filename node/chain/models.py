@@ -38,6 +38,19 @@ def _bytes32(value: Any) -> bytes:
     return bytes(value)
 
 
+def _hex_bytes(value: Any) -> bytes:
+    if isinstance(value, str):
+        if not value.startswith("0x"):
+            raise ValueError(f"not 0x-hex: {value!r}")
+        try:
+            return bytes.fromhex(value[2:])
+        except ValueError:
+            raise ValueError(f"not hex: {value!r}") from None
+    if not isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"expected bytes, got {value!r}")
+    return bytes(value)
+
+
 def _hash_hex(value: Any) -> str:
     return "0x" + _bytes32(value).hex()
 
@@ -47,6 +60,10 @@ Bytes32 = Annotated[
     bytes, BeforeValidator(_bytes32), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)
 ]
 HashHex = Annotated[str, BeforeValidator(_hash_hex)]
+#: Bytes of any length, ``0x`` + lower-case hex in JSON (and read back from it).
+HexBytes = Annotated[
+    bytes, BeforeValidator(_hex_bytes), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)
+]
 Uint16 = Annotated[int, Field(ge=0, lt=2**16)]
 Uint32 = Annotated[int, Field(ge=0, lt=2**32)]
 Uint64 = Annotated[int, Field(ge=0, lt=2**64)]

@@ -380,3 +380,16 @@ class SwarmCoordinatorTransferFailed(ContractRevert):
             "plain "
             "ether transfers (a contract needs a receive function)"
         )
+
+
+class SwarmCoordinatorEndpointTooLong(ContractRevert):
+    error_name = "SwarmCoordinatorEndpointTooLong"
+    fields = ("length", "max_length")
+    length: int
+    max_length: int
+
+    def describe(self) -> str:
+        return (
+            f"the store endpoint is {self.length} bytes; the coordinator takes at most "
+            f"{self.max_length}: announce fewer or shorter addresses"
+        )

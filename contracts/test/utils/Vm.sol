@@ -43,6 +43,8 @@ interface Vm {
     function expectEmit(bool checkTopic1, bool checkTopic2, bool checkTopic3, bool checkData) external;
     function expectEmit(bool checkTopic1, bool checkTopic2, bool checkTopic3, bool checkData, address emitter) external;
     function recordLogs() external;
+    function record() external;
+    function accesses(address target) external returns (bytes32[] memory readSlots, bytes32[] memory writeSlots);
     function getRecordedLogs() external returns (Log[] memory logs);
 
     // keys and signatures
