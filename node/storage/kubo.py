@@ -1,43 +1,51 @@
 """``KuboStore``: blobs as raw IPFS blocks through a Kubo daemon's RPC API.
 
-Three RPC calls (all POST, as Kubo requires), each given Kubo's own ``timeout`` option too so
-the daemon stops searching the network when the client gives up:
+The RPC calls (all POST, as Kubo requires), each given Kubo's own ``timeout`` option too so the
+daemon stops searching when the client gives up:
 
     block/put?cid-codec=raw&mhtype=sha2-256&mhlen=32[&pin=true]  (multipart) -> {"Key": cid}
     block/get?arg=<cid>                                                 -> the raw bytes
-    pin/add?arg=<cid>&recursive=true                                    -> {"Pins": [cid]}
+    block/stat?arg=<cid>&offline=true                                   -> {"Key", "Size"} (has)
+    pin/add?arg=<cid>                                                   -> {"Pins": [cid]}
+    id                                                  -> {"ID": peer id, "Addresses": [...]}
+    swarm/connect?arg=<addr>/p2p/<id>&arg=...                           -> {"Strings": [...]}
 
-plus ``block/stat?arg=<cid>&offline=true`` for ``has`` (local presence only). With codec raw and
-sha2-256 the block's CID is exactly ``cid_from_digest(sha256(data))``; ``put`` checks the CID
-Kubo reports and ``get`` re-hashes every byte it receives: the daemon is never trusted.
+With codec raw and sha2-256 the block's CID is exactly ``cid_from_digest(sha256(data))``; ``put``
+checks the CID Kubo reports and ``get`` re-hashes every byte it receives: the daemon is never
+trusted. ``get`` streams the answer and stops at the size cap and at an overall deadline.
 
-``ipfshttpclient.Client`` is constructed directly: its ``connect()`` refuses every Kubo newer
-than 0.8. Its high-level ``block`` and ``pin`` sections pass the options above through
-``opts``. ``get`` streams the answer and stops at the size cap and at an overall deadline.
-A block the daemon cannot find (it searches the network) ends as a timeout, i.e. the retryable
-StoreTimeout; a daemon in offline mode answers "not found", i.e. NotFound. Kubo refuses blocks
+A block the daemon does not hold is fetched over bitswap from the peers it is connected to
+(``connect``; a private swarm runs with ``Routing.Type = "none"``, node/local/kubo.py); if none
+has it, Kubo answers "context deadline exceeded" at the ``timeout`` given, i.e. the retryable
+StoreTimeout. A daemon in offline mode answers "not found", i.e. NotFound. Kubo refuses blocks
 over 1 MiB unless started with ``--allow-big-block``; keep ``max_blob_size`` at 1 MiB or less (a
 ``get`` with a larger ``max_size`` still reads a bigger block that a daemon holds).
+
+Plain ``requests``, not ipfshttpclient 0.7 (the last release, 2021): its ``connect()`` refuses
+every Kubo newer than 0.8, its ``swarm.connect`` sends each character of the address as an
+argument (it iterates ``address`` instead of ``addresses``), and it passes urllib3 2 a ``strict``
+argument that raises a FutureWarning on every connection. These six calls need none of it.
+Environment proxies are ignored: the RPC API is the node's own daemon.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import ipaddress
+import json
+import re
+import threading
 import time
 import urllib.parse
-import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import ipfshttpclient
 import requests
 import urllib3
-from ipfshttpclient import exceptions as ipfs_errors
+from requests.adapters import HTTPAdapter
 
 from node.storage.base import DEFAULT_MAX_BLOB_SIZE, ContentStore, check_digest, sha256, verified
 from node.storage.cid import cid_from_digest
+from node.storage.endpoint import StoreEndpoint
 from node.storage.errors import (
     DigestMismatch,
     NotFound,
@@ -52,9 +60,8 @@ DEFAULT_TIMEOUT = 30.0
 _NOT_FOUND = ("not found", "could not find", "no such block")
 _TIMED_OUT = ("deadline exceeded", "timed out")
 _TOO_BIG = ("over 1mib", "too big", "too large")
-
-# ipfshttpclient 0.7 passes urllib3 a `strict` argument that urllib3 2 only warns about.
-warnings.filterwarnings("ignore", "The 'strict' parameter is no longer needed", FutureWarning)
+_CHUNK = 65536
+_POOL_SIZE = 32  # concurrent fetches (node.sampling.fetch) share one connection pool per thread
 
 
 class KuboStore(ContentStore):
@@ -70,25 +77,32 @@ class KuboStore(ContentStore):
         self.api_url = api_url
         self.timeout = timeout
         self.max_blob_size = max_blob_size
-        address, base = api_multiaddr(api_url)
-        self._client = ipfshttpclient.Client(addr=address, base=base, timeout=timeout)
+        self._base = api_base(api_url)
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"KuboStore({self.api_url!r})"
 
     def close(self) -> None:
-        """Closes the client's connection pool (if one is open)."""
-        self._client.close()
+        """Closes the connection pools (every thread's)."""
+        with self._sessions_lock:
+            sessions, self._sessions = self._sessions, []
+        for session in sessions:
+            session.close()
+        self._local = threading.local()
 
     def put(self, data: bytes, *, pin: bool = False) -> bytes:
         data = self._blob_to_put(data)
         digest = sha256(data)
         expected = cid_from_digest(digest)
-        options = {"cid-codec": "raw", "mhtype": "sha2-256", "mhlen": "32", **self._deadline()}
+        options = {"cid-codec": "raw", "mhtype": "sha2-256", "mhlen": "32"}
         if pin:
             options["pin"] = "true"
+        files = {"file": ("block", data, "application/octet-stream")}
         with self._errors(f"block/put of {expected}"):
-            answer = self._client.block.put(io.BytesIO(data), opts=options)
+            answer = self._json("block/put", options, files=files)
         key = _field(answer, "Key")
         if key != expected:
             raise DigestMismatch(
@@ -103,84 +117,160 @@ class KuboStore(ContentStore):
         deadline = time.monotonic() + self.timeout
         chunks: list[bytes] = []
         received = 0
-        with self._errors(f"block/get of {cid}"):
-            stream = self._client.block.get(cid, opts=self._deadline(), stream=True)
-            with stream:
-                for chunk in stream:
-                    received += len(chunk)
-                    if received > cap:
-                        raise TooLarge(f"{self.api_url} sent more than {cap} bytes for {cid}")
-                    if time.monotonic() > deadline:
-                        raise StoreTimeout(f"{self.api_url} took over {self.timeout}s for {cid}")
-                    chunks.append(chunk)
+        with self._errors(f"block/get of {cid}"), self._post("block/get", {"arg": cid}) as answer:
+            for chunk in answer.iter_content(_CHUNK):
+                received += len(chunk)
+                if received > cap:
+                    raise TooLarge(f"{self.api_url} sent more than {cap} bytes for {cid}")
+                if time.monotonic() > deadline:
+                    raise StoreTimeout(f"{self.api_url} took over {self.timeout}s for {cid}")
+                chunks.append(chunk)
         return verified(digest, b"".join(chunks), source=f"Kubo at {self.api_url}")
 
     def has(self, digest: bytes) -> bool:
         cid = cid_from_digest(check_digest(digest))
         try:
             with self._errors(f"block/stat of {cid}"):
-                self._client.block.stat(cid, opts=self._deadline(), offline=True)
+                answer = self._json("block/stat", {"arg": cid, "offline": "true"})
         except NotFound:
             return False
+        if _field(answer, "Key") != cid:
+            raise StoreRejected(f"{self.api_url} answered block/stat of {cid} with {answer!r:.300}")
         return True
 
     def pin(self, digest: bytes) -> None:
         cid = cid_from_digest(check_digest(digest))
         with self._errors(f"pin/add of {cid}"):
-            answer = self._client.pin.add(cid, opts=self._deadline())
+            answer = self._json("pin/add", {"arg": cid})
         pins = _field(answer, "Pins")
         if not isinstance(pins, list) or cid not in [str(pin) for pin in pins]:
-            raise StoreRejected(f"{self.api_url} answered pin/add of {cid} with {pins!r}")
+            raise StoreRejected(f"{self.api_url} answered pin/add of {cid} with {pins!r:.300}")
 
-    def _deadline(self) -> dict[str, str]:
-        return {"timeout": f"{max(1, round(self.timeout * 1000))}ms"}  # a Go duration
+    def endpoint(self) -> StoreEndpoint:
+        """The daemon's peer id and the multiaddrs it listens on (``id``), loopback included."""
+        with self._errors("id"):
+            answer = self._json("id", {})
+        peer_id = _field(answer, "ID")
+        addresses = _field(answer, "Addresses") or []
+        if not isinstance(peer_id, str) or not peer_id or not isinstance(addresses, list):
+            raise StoreRejected(f"unexpected answer from Kubo to id: {answer!r:.300}")
+        return StoreEndpoint(peer_id, strip_peer_id(addresses, peer_id))
+
+    def connect(self, endpoint: StoreEndpoint) -> None:
+        """Connects the daemon to ``endpoint`` (libp2p dials its addresses, the first that
+        answers with that peer id wins); any failure is StoreUnavailable, with a one-line
+        reason."""
+        if not endpoint.addrs:
+            raise StoreUnavailable(f"no address to connect to peer {endpoint.peer_id}")
+        args = [f"{addr}/p2p/{endpoint.peer_id}" for addr in endpoint.addrs]
+        try:
+            with self._errors(f"swarm/connect to {endpoint.peer_id}"):
+                _field(self._json("swarm/connect", {"arg": args}), "Strings")
+        except StoreError as error:
+            raise StoreUnavailable(one_line(str(error))) from error
+
+    # --- HTTP
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.trust_env = False
+            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=_POOL_SIZE)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
+
+    @contextlib.contextmanager
+    def _post(
+        self, command: str, params: dict[str, Any], **extra: Any
+    ) -> Iterator[requests.Response]:
+        """The answer to ``command`` (streamed), after an error status became a StoreError."""
+        params = {**params, "timeout": f"{max(1, round(self.timeout * 1000))}ms"}  # a Go duration
+        answer = self._session().post(
+            f"{self._base}/{command}",
+            params=params,
+            timeout=self.timeout,
+            stream=True,
+            allow_redirects=False,
+            **extra,
+        )
+        with answer:
+            if answer.status_code != 200:
+                raise _status_error(answer)
+            yield answer
+
+    def _json(self, command: str, params: dict[str, Any], **extra: Any) -> Any:
+        with self._post(command, params, **extra) as answer:
+            body = answer.raw.read(self.max_blob_size + _CHUNK, decode_content=True)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise StoreRejected(f"{command} answered non-JSON: {body[:200]!r}") from None
 
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        """Maps ipfshttpclient/requests/socket errors onto the store's family."""
+        """Maps requests/urllib3/socket errors onto the store's family, naming the call."""
         where = f"{doing} on {self.api_url}"
         try:
             yield
-        except StoreError:
-            raise
-        except ipfs_errors.TimeoutError as error:
-            raise StoreTimeout(f"{where}: no answer in {self.timeout}s") from error
-        except ipfs_errors.StatusError as error:
-            raise _status_error(where, error) from error
-        except ipfs_errors.Error as error:  # connection, protocol, decoding
-            raise StoreUnavailable(f"{where}: {error}") from error
-        except requests.exceptions.RequestException as error:  # raised while streaming
+        except StoreError as error:
+            if str(error).startswith(where):
+                raise
+            raise type(error)(f"{where}: {error}") from error
+        except requests.exceptions.RequestException as error:
             if _is_timeout(error):
-                raise StoreTimeout(f"{where}: no data for {self.timeout}s") from error
-            raise StoreUnavailable(f"{where}: {error}") from error
-        except OSError as error:
-            raise StoreUnavailable(f"{where}: {error}") from error
+                raise StoreTimeout(f"{where}: no answer in {self.timeout}s") from error
+            raise StoreUnavailable(f"{where}: {one_line(str(error))}") from error
+        except (OSError, urllib3.exceptions.HTTPError) as error:
+            if _is_timeout(error):
+                raise StoreTimeout(f"{where}: no answer in {self.timeout}s") from error
+            raise StoreUnavailable(f"{where}: {one_line(str(error))}") from error
 
 
-def _status_error(where: str, error: ipfs_errors.StatusError) -> StoreError:
-    """An HTTP error answer -> NotFound, StoreTimeout, StoreRejected or StoreUnavailable."""
-    response = getattr(error.original, "response", None)
-    status = getattr(response, "status_code", None)
-    # Only Kubo's own error message is classified (the HTTPError text repeats the URL).
-    kubo_message = str(error).lower() if isinstance(error, ipfs_errors.ErrorResponse) else ""
-    detail = f"{where}: HTTP {status}: {str(error)[:300]}"
-    if any(words in kubo_message for words in _NOT_FOUND):
+def _kubo_message(answer: requests.Response) -> tuple[str, bool]:
+    """Kubo's error message (its JSON ``Message``) and True, else the start of the body and
+    False (a proxy's or another server's answer)."""
+    try:
+        body = answer.raw.read(4096, decode_content=True)
+    except (OSError, urllib3.exceptions.HTTPError):
+        body = b""
+    try:
+        message = json.loads(body).get("Message")
+        if isinstance(message, str):
+            return message, True
+    except (ValueError, AttributeError):
+        pass
+    return body.decode("utf-8", "replace"), False
+
+
+def _status_error(answer: requests.Response) -> StoreError:
+    """An HTTP error answer -> NotFound, StoreTimeout, TooLarge, StoreRejected or
+    StoreUnavailable; only Kubo's own message is classified by its words."""
+    status = answer.status_code
+    message, from_kubo = _kubo_message(answer)
+    detail = f"HTTP {status}: {one_line(message)}"
+    lowered = message.lower() if from_kubo else ""
+    if any(words in lowered for words in _NOT_FOUND):
         return NotFound(detail)
-    if any(words in kubo_message for words in _TIMED_OUT):
+    if any(words in lowered for words in _TIMED_OUT):
         return StoreTimeout(detail)
-    if any(words in kubo_message for words in _TOO_BIG):
+    if any(words in lowered for words in _TOO_BIG):
         return TooLarge(detail)
-    if status is not None and 400 <= status < 500 and status not in (408, 429):
+    if 400 <= status < 500 and status not in (408, 429):
         return StoreRejected(detail)
     return StoreUnavailable(detail)
 
 
 def _is_timeout(error: BaseException) -> bool:
-    """Whether a requests error is (or wraps) a timeout: requests re-raises urllib3's read
-    timeout during streaming as a plain ConnectionError."""
-    if isinstance(error, requests.exceptions.Timeout):
+    """Whether an error is (or wraps) a timeout: requests re-raises urllib3's read timeout
+    during streaming as a plain ConnectionError."""
+    if isinstance(error, (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError)):
         return True
-    return any(isinstance(arg, urllib3.exceptions.TimeoutError) for arg in error.args)
+    return any(_is_timeout(arg) for arg in error.args if isinstance(arg, BaseException))
 
 
 def _field(answer: Any, name: str) -> Any:
@@ -190,20 +280,29 @@ def _field(answer: Any, name: str) -> Any:
         raise StoreRejected(f"unexpected answer from Kubo (no {name!r}): {answer!r:.300}") from None
 
 
-def api_multiaddr(api_url: str) -> tuple[str, str]:
-    """``http://127.0.0.1:5001[/api/v0]`` -> (``/ip4/127.0.0.1/tcp/5001/http``, ``api/v0``)."""
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` with its whitespace runs (newlines too) collapsed, cut at ``limit``."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def strip_peer_id(addresses: Sequence[Any], peer_id: str) -> tuple[str, ...]:
+    """Multiaddrs without their ``/p2p/<peer_id>`` suffix, in order, without duplicates."""
+    suffix = f"/p2p/{peer_id}"
+    stripped = (a.removesuffix(suffix) for a in addresses if isinstance(a, str) and a)
+    return tuple(dict.fromkeys(stripped))
+
+
+def api_base(api_url: str) -> str:
+    """``http://127.0.0.1:5001[/api/v0]`` -> ``http://127.0.0.1:5001/api/v0``; ValueError for
+    anything that is not an http(s) URL with a host and a valid port."""
     parts = urllib.parse.urlsplit(api_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"a Kubo RPC API URL looks like http://127.0.0.1:5001, got {api_url!r}")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        _ = parts.port  # raises for a port that is not a number in 0..65535
     except ValueError:
         raise ValueError(f"bad port in {api_url!r}") from None
-    host = parts.hostname
-    try:
-        ip = ipaddress.ip_address(host)
-        protocol = "ip4" if ip.version == 4 else "ip6"
-    except ValueError:
-        protocol = "dns"
-    base = parts.path.strip("/") or "api/v0"
-    return f"/{protocol}/{host}/tcp/{port}/{parts.scheme}", base
+    path = parts.path.strip("/") or "api/v0"
+    return f"{parts.scheme}://{parts.netloc}/{path}"
+

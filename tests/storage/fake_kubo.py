@@ -1,16 +1,19 @@
-"""A tiny Kubo RPC API on 127.0.0.1 for tests: real HTTP, the four calls KuboStore makes.
+"""A tiny Kubo RPC API on 127.0.0.1 for tests: real HTTP, the calls KuboStore makes.
 
 Implements, like Kubo does: POST only; ``block/put`` with a multipart body (chunked or not),
 ``cid-codec``/``mhtype`` options, the 1 MiB block limit and Kubo's answer ``{"Key", "Size"}``;
 ``block/get`` and ``block/stat`` (raw bytes / ``{"Key", "Size"}``, or Kubo's offline
-"not found" error); ``pin/add`` (``{"Pins": [cid]}``). Errors are Kubo's JSON
+"not found" error); ``pin/add`` (``{"Pins": [cid]}``); ``id`` (``{"ID", "Addresses"}``, the
+addresses with their ``/p2p/<id>`` suffix); ``swarm/connect`` (``{"Strings"}``, or Kubo's
+multi-line dial error for a peer id not in ``FakeKubo.reachable``). Errors are Kubo's JSON
 ``{"Message", "Code", "Type": "error"}`` with HTTP 500 (or 400 for bad arguments).
 CIDs are computed here from the spec with ``base64``, independently of node.storage.cid.
 
 Misbehaviours for tests (``FakeKubo.mode``): ``"liar"`` serves other bytes on block/get,
 ``"wrong_key"`` reports another CID on block/put, ``"hang"`` never answers (until the fixture
 ends), ``"stall"`` sends half a block on block/get and then nothing, ``"huge"`` streams more
-than any cap on block/get, ``"teapot"`` answers 418 to everything.
+than any cap on block/get, ``"teapot"`` answers 418 to everything, ``"garbage"`` answers 200 with
+HTML to everything, ``"odd_json"`` answers 200 with JSON of the wrong shape.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ class FakeKubo:
         self.requests: list[tuple[str, dict[str, list[str]]]] = []
         self.release = threading.Event()  # ends "hang"
         self.url = ""
+        self.peer_id = "12D3KooWFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake"
+        self.addresses = ["/ip4/127.0.0.1/tcp/4001", "/ip4/10.1.2.3/tcp/4001"]
+        self.reachable: set[str] = set()
+        self.connected: list[str] = []
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -66,12 +73,20 @@ class _Handler(BaseHTTPRequestHandler):
         if kubo.mode == "teapot":
             self._send(418, b"I'm a teapot", "text/plain")
             return
+        if kubo.mode == "garbage":
+            self._send(200, b"<html><body>welcome to the router</body></html>", "text/html")
+            return
+        if kubo.mode == "odd_json":
+            self._json(["an", "array", {"ID": 7}])
+            return
         command = parts.path.removeprefix("/api/v0/")
         handler = {
             "block/put": self._block_put,
             "block/get": self._block_get,
             "block/stat": self._block_stat,
             "pin/add": self._pin_add,
+            "id": self._id,
+            "swarm/connect": self._swarm_connect,
         }.get(command)
         if handler is None:
             self._send(404, b"404 page not found", "text/plain")
@@ -126,6 +141,25 @@ class _Handler(BaseHTTPRequestHandler):
         if self._lookup(query) is not None:
             self.server.kubo.pins.add(query["arg"][0])
             self._json({"Pins": [query["arg"][0]]})
+
+    def _id(self, query: dict[str, list[str]], body: bytes) -> None:
+        kubo = self.server.kubo
+        addresses = [f"{a}/p2p/{kubo.peer_id}" for a in kubo.addresses]
+        self._json({"ID": kubo.peer_id, "Addresses": addresses, "AgentVersion": "kubo/0.43.1"})
+
+    def _swarm_connect(self, query: dict[str, list[str]], body: bytes) -> None:
+        args = query.get("arg", [])
+        peers = {a.rpartition("/p2p/")[2] for a in args}
+        if not args or len(peers) != 1:
+            self._error(400, "argument 'address' is required", code=1)
+            return
+        (peer,) = peers
+        if peer not in self.server.kubo.reachable:
+            lines = "\n".join(f"  * [{a}] dial tcp: connection refused" for a in args)
+            self._error(500, f"connect {peer} failure: failed to dial {peer}:\n{lines}")
+            return
+        self.server.kubo.connected.extend(args)
+        self._json({"Strings": [f"connect {peer} success"]})
 
     def _lookup(self, query: dict[str, list[str]]) -> bytes | None:
         args = query.get("arg", [])

@@ -1,11 +1,9 @@
-"""KuboStore against a real HTTP server speaking Kubo's RPC API (tests/storage/fake_kubo.py),
-and against a real Kubo daemon when SWARM_TEST_KUBO_API names one."""
+"""KuboStore against a real HTTP server speaking Kubo's RPC API (tests/storage/fake_kubo.py):
+its answers, misbehaviours and garbage. The real daemons are in test_kubo_daemon.py."""
 
 from __future__ import annotations
 
-import os
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +13,7 @@ from node.storage import (
     DigestMismatch,
     KuboStore,
     NotFound,
+    StoreError,
     StoreRejected,
     StoreTimeout,
     StoreUnavailable,
@@ -22,11 +21,9 @@ from node.storage import (
     cid_from_digest,
     sha256,
 )
-from node.storage.kubo import api_multiaddr
+from node.storage.endpoint import StoreEndpoint
+from node.storage.kubo import api_base
 from tests.storage.fake_kubo import FakeKubo, raw_cid, running_fake_kubo
-
-# node.storage.kubo silences this for the node; pytest resets warning filters per test.
-pytestmark = pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWarning")
 
 EMPTY_BLOCK_CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 
@@ -160,64 +157,57 @@ def test_not_a_kubo(kubo: FakeKubo, store: KuboStore) -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("http://127.0.0.1:5001", ("/ip4/127.0.0.1/tcp/5001/http", "api/v0")),
-        (
-            "https://ipfs.example.org:5001/api/v0/",
-            ("/dns/ipfs.example.org/tcp/5001/https", "api/v0"),
-        ),
-        ("http://[::1]:5001", ("/ip6/::1/tcp/5001/http", "api/v0")),
-        ("http://localhost", ("/dns/localhost/tcp/80/http", "api/v0")),
+        ("http://127.0.0.1:5001", "http://127.0.0.1:5001/api/v0"),
+        ("https://ipfs.example.org:5001/api/v0/", "https://ipfs.example.org:5001/api/v0"),
+        ("http://[::1]:5001", "http://[::1]:5001/api/v0"),
+        ("http://localhost", "http://localhost/api/v0"),
     ],
 )
-def test_api_multiaddr(url: str, expected: tuple[str, str]) -> None:
-    assert api_multiaddr(url) == expected
+def test_api_base(url: str, expected: str) -> None:
+    assert api_base(url) == expected
 
 
 @pytest.mark.parametrize("url", ["ftp://host:5001", "127.0.0.1:5001", "http://", "http://h:x"])
-def test_api_multiaddr_refuses(url: str) -> None:
+def test_api_base_refuses(url: str) -> None:
     with pytest.raises(ValueError):
-        api_multiaddr(url)
+        api_base(url)
 
 
-# --- a real Kubo daemon, when one is named ---
-
-KUBO_API = os.environ.get("SWARM_TEST_KUBO_API", "")
-HOW_TO_ENABLE = (
-    "set SWARM_TEST_KUBO_API=http://127.0.0.1:5001 to the RPC API of a running Kubo daemon "
-    "(`ipfs daemon`) to run these; no Kubo binary installs from PyPI or npm here (npm's "
-    "kubo/go-ipfs download it at install time)"
-)
+def test_endpoint(kubo: FakeKubo, store: KuboStore) -> None:
+    endpoint = store.endpoint()
+    assert endpoint == StoreEndpoint(kubo.peer_id, tuple(kubo.addresses))  # no /p2p/ suffix
+    assert kubo.requests[-1][0] == "/api/v0/id"
 
 
-def _reachable(url: str) -> bool:
-    try:
-        request = urllib.request.Request(url.rstrip("/") + "/api/v0/version", method="POST")
-        with urllib.request.urlopen(request, timeout=3) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
+def test_connect(kubo: FakeKubo, store: KuboStore) -> None:
+    peer = StoreEndpoint("12D3KooWPeer", ("/ip4/127.0.0.1/tcp/4002", "/ip4/127.0.0.1/tcp/4003"))
+    kubo.reachable.add(peer.peer_id)
+    store.connect(peer)
+    path, query = kubo.requests[-1]
+    assert path == "/api/v0/swarm/connect"
+    assert query["arg"] == [f"{a}/p2p/{peer.peer_id}" for a in peer.addrs]  # one call, all addrs
 
 
-@pytest.fixture(scope="module")
-def real_kubo() -> KuboStore:
-    if not KUBO_API:
-        pytest.skip(HOW_TO_ENABLE)
-    if not _reachable(KUBO_API):
-        pytest.skip(f"SWARM_TEST_KUBO_API={KUBO_API} is not reachable; {HOW_TO_ENABLE}")
-    return KuboStore(KUBO_API, timeout=10.0)
+def test_connect_failure_is_retryable_and_one_line(kubo: FakeKubo, store: KuboStore) -> None:
+    peer = StoreEndpoint("12D3KooWGone", ("/ip4/127.0.0.1/tcp/9", "/ip4/127.0.0.1/tcp/10"))
+    with pytest.raises(StoreUnavailable) as excinfo:
+        store.connect(peer)
+    assert excinfo.value.retryable
+    assert "\n" not in str(excinfo.value) and "connection refused" in str(excinfo.value)
+    with pytest.raises(StoreUnavailable, match="no address"):
+        store.connect(StoreEndpoint("12D3KooWNowhere", ()))
 
 
-def test_real_kubo_cids_match(real_kubo: KuboStore) -> None:
-    assert real_kubo.put(b"") == sha256(b"")  # put checks Kubo's CID: EMPTY_BLOCK_CID
-    data = f"swarm test block {time.time_ns()}".encode()
-    digest = real_kubo.put(data)
-    assert real_kubo.has(digest)
-    assert real_kubo.get(digest) == data
-    real_kubo.pin(digest)
-    assert (
-        real_kubo.get(real_kubo.put(bytes(range(256)) * 4096, pin=True)) == bytes(range(256)) * 4096
-    )
-
-
-def test_real_kubo_missing_block_is_not_local(real_kubo: KuboStore) -> None:
-    assert not real_kubo.has(sha256(f"never stored {time.time_ns()}".encode()))
+@pytest.mark.parametrize("mode", ["garbage", "odd_json", "teapot"])
+def test_garbage_answers_are_store_errors(kubo: FakeKubo, store: KuboStore, mode: str) -> None:
+    kubo.mode = mode
+    for call in (
+        store.endpoint,
+        lambda: store.put(b"x"),
+        lambda: store.pin(sha256(b"x")),
+        lambda: store.has(sha256(b"x")),
+    ):
+        with pytest.raises(StoreError):
+            call()
+    with pytest.raises(StoreError):
+        store.connect(StoreEndpoint("12D3KooWPeer", ("/ip4/127.0.0.1/tcp/4002",)))
