@@ -62,6 +62,12 @@ class StorageSettings(_Section):
     fetch_budget: float = Field(
         30.0, gt=0, description="Seconds allowed for fetching all peers' batches of a round."
     )
+    allow_private_addresses: bool = Field(
+        False,
+        description="Dial and announce private, loopback and link-local store addresses (a swarm "
+        "on one host or one LAN); false on a public testnet, where a peer's announced private "
+        "address is another host's.",
+    )
 
 
 class TaskSettings(_Section):

@@ -11,11 +11,14 @@ own model and state folder. Two implementations:
 
 Both keep the rules a node relies on: a peer publishes a round once, within the grace window; a
 commitment carries the batch's digest and counts; bytes are fetched from a content store that is
-never trusted (every blob is re-hashed).
+never trusted (every blob is re-hashed). On a chain, stores find each other through it: a node
+announces its store's endpoint when it joins and connects to the announced endpoints of the peers
+whose batches it is about to fetch (``reach``; docs/PROTOCOL.md, "Store endpoints").
 """
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,13 +29,17 @@ from eth_account.signers.local import LocalAccount
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.eip712 import Domain
+from node.chain.errors import ChainError
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import Attestation, Parameters, PeerStatus
 from node.config import NodeConfig
 from node.round.errors import NotActive
 from node.round.state import ChainIdentity, OwnBatch
 from node.round.view import SwarmView, check_chain
-from node.storage import ContentStore, open_store
+from node.storage import ContentStore, StoreError, open_store
+from node.storage.endpoint import StoreEndpoint, announceable, encode_endpoint
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,13 @@ class Exchange(ABC):
     def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
         """Every commitment of ``rounds`` seen at the last ``refresh``, by round then peer."""
 
+    def reach(self, peers: Iterable[str]) -> None:
+        """Connects the store to the stores of ``peers``, whose batches are fetched next (nothing
+        to do where every node reads the same store); never raises for an unreachable peer."""
+
+    def unreached(self, peers: Iterable[str]) -> None:
+        """The batches of ``peers`` could not be fetched: ``reach`` connects to them again."""
+
     @abstractmethod
     def everyone_published(self, round: int, *, besides: str) -> bool:
         """True when every active peer other than ``besides`` has published ``round``."""
@@ -110,13 +124,27 @@ class Exchange(ABC):
 class ChainExchange(Exchange):
     """The coordinator contract on a chain, through ``client``, and a content store."""
 
-    def __init__(self, client: CoordinatorClient, deployment: Deployment, store: ContentStore):
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        deployment: Deployment,
+        store: ContentStore,
+        *,
+        allow_private: bool = False,
+    ):
         if client.account_address is None:
             raise ValueError("a node's client needs the peer's account")
         self.client = client
         self.deployment = deployment
         self.store = store
-        self.view = SwarmView(EventReader(client.w3, client.address), deployment.deployment_block)
+        self.allow_private = allow_private
+        self.view = SwarmView(
+            EventReader(client.w3, client.address),
+            deployment.deployment_block,
+            allow_private=allow_private,
+        )
+        self._announced: bytes | None = None
+        self._reached: dict[str, StoreEndpoint] = {}
 
     @classmethod
     def connect(cls, config: NodeConfig, account: LocalAccount) -> ChainExchange:
@@ -130,7 +158,7 @@ class ChainExchange(Exchange):
             Path(setting).expanduser() if "://" not in setting else setting,
             timeout=config.storage.fetch_timeout,
         )
-        return cls(client, deployment, store)
+        return cls(client, deployment, store, allow_private=config.storage.allow_private_addresses)
 
     @property
     def domain(self) -> Domain:
@@ -154,6 +182,7 @@ class ChainExchange(Exchange):
             ),
         )
         self.refresh()
+        self._announce(peer)
         return info
 
     def check(self) -> None:
@@ -175,6 +204,73 @@ class ChainExchange(Exchange):
 
     def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
         return self.view.commitments(rounds)
+
+    def reach(self, peers: Iterable[str]) -> None:
+        """Connects the store to each peer's announced endpoint it has not connected to yet (or
+        whose batch it last failed to fetch); a failure is logged and tried again at the next
+        call (the fetch goes ahead regardless)."""
+        for peer in sorted(set(peers)):
+            endpoint = self.view.endpoint(peer)
+            if endpoint is None or self._reached.get(peer) == endpoint:
+                continue
+            try:
+                self.store.connect(endpoint)
+            except StoreError as error:
+                log.warning(
+                    "could not connect to the store of %s (%s): %s", peer, endpoint.peer_id, error
+                )
+                continue
+            self._reached[peer] = endpoint
+            log.info("connected to the store of %s (%s)", peer, endpoint.peer_id)
+
+    def unreached(self, peers: Iterable[str]) -> None:
+        """Forgets the connections to ``peers`` (their store or ours may have restarted)."""
+        for peer in peers:
+            self._reached.pop(peer, None)
+
+    def _announce(self, peer: str) -> None:
+        """Announces the store's endpoint unless the chain's latest announcement of ``peer`` is
+        the same bytes (a store without an endpoint announces nothing)."""
+        data = self._own_endpoint(peer)
+        if data is None or data in (self.view.endpoints.latest(peer), self._announced):
+            return
+        try:
+            self.client.announce_endpoint(data)
+        except ChainError as error:
+            log.warning("%s: announcing the store endpoint failed: %s", peer, error)
+            return
+        self._announced = data
+        log.info("%s: announced store endpoint %s", peer, data.decode())
+
+    def _own_endpoint(self, peer: str) -> bytes | None:
+        """The bytes to announce for this store, or None (no endpoint, nothing peers may dial,
+        or its peer id belongs to another address)."""
+        try:
+            own = self.store.endpoint()
+        except StoreError as error:
+            log.warning("%s: cannot read the store's endpoint: %s", peer, error)
+            return None
+        if own is None:
+            return None
+        endpoint = announceable(own, allow_private=self.allow_private)
+        if endpoint is None:
+            log.warning(
+                "%s: the store's addresses %s hold none that peers may dial: not announcing (a "
+                "swarm on one host or LAN sets storage.allow_private_addresses)",
+                peer,
+                ", ".join(own.addrs) or "(none)",
+            )
+            return None
+        owner = self.view.endpoints.owner(endpoint.peer_id)
+        if owner not in (None, peer):
+            log.warning(
+                "%s: the store's peer id %s was announced first by %s: not announcing it",
+                peer,
+                endpoint.peer_id,
+                owner,
+            )
+            return None
+        return encode_endpoint(endpoint)
 
     def everyone_published(self, round: int, *, besides: str) -> bool:
         return self.view.everyone_published(round, besides=besides)

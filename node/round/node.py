@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Verdicts that will not change if the batch is fetched again: judged, or not judgeable here.
 _FINAL_SKIPS = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET})
+# Batches that did not arrive: the node connects to their publishers' stores again.
+_NOT_FETCHED = frozenset({RejectReason.FETCH_TIMEOUT, RejectReason.FETCH_FAILED})
 
 __all__ = ["SwarmNode"]
 
@@ -101,7 +103,8 @@ class SwarmNode(Producer):
 
     def _intake(self, round: int, commitments: list[RolloutsPublished]) -> IntakeReport:
         context = RoundContext(self.exchange.domain, round, round_seed(self.genesis_seed, round))
-        return intake_round(
+        self.exchange.reach(c.peer for c in commitments)
+        intake = intake_round(
             commitments,
             self.exchange.store,
             context,
@@ -109,6 +112,8 @@ class SwarmNode(Producer):
             per_fetch_timeout=self.config.storage.fetch_timeout,
             total_budget=self.config.storage.fetch_budget,
         )
+        self.exchange.unreached(v.peer for v in intake.verdicts if v.reason in _NOT_FETCHED)
+        return intake
 
     def train(self, round: int, intake: IntakeReport, report: RoundReport) -> None:
         """One GRPO step on up to I local and J verified external groups."""

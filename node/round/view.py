@@ -4,7 +4,8 @@
 ``eth_getLogs`` over the new blocks), keeps the set of active peers (registered and not exiting)
 and every round's ``RolloutsPublished`` commitments. The round loop asks it which commitments
 it has not judged yet and whether every active peer has published a round (then waiting longer
-brings nothing).
+brings nothing). It also keeps each peer's latest usable store endpoint from ``EndpointAnnounced``
+(docs/PROTOCOL.md, "Store endpoints"); a rejected announcement is logged and ignored.
 
 :func:`check_chain` tells a chain that was reset or replaced (Anvil restarted, a devnet wiped)
 from a slow one: the deployment block must still carry the recorded hash, and the coordinator
@@ -13,18 +14,23 @@ must still have code.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.round.errors import ChainReset
 from node.chain.events import (
+    EndpointAnnounced,
     EventReader,
     ExitRequested,
     PeerRegistered,
     RolloutsPublished,
     Withdrawn,
 )
+from node.round.errors import ChainReset
+from node.storage.endpoint import AnnouncedEndpoints, EndpointRejected, StoreEndpoint
+
+log = logging.getLogger(__name__)
 
 
 def check_chain(client: CoordinatorClient, deployment: Deployment, *, seen_block: int = 0) -> None:
@@ -48,13 +54,15 @@ def check_chain(client: CoordinatorClient, deployment: Deployment, *, seen_block
 
 
 class SwarmView:
-    """Active peers and per-round commitments, from events since ``start_block``."""
+    """Active peers, per-round commitments and store endpoints, from events since
+    ``start_block``; ``allow_private`` keeps peers' private store addresses (one host or LAN)."""
 
-    def __init__(self, reader: EventReader, start_block: int) -> None:
+    def __init__(self, reader: EventReader, start_block: int, *, allow_private: bool = False):
         self.reader = reader
         self.next_block = start_block
         self.active: set[str] = set()
         self.published: dict[int, dict[str, RolloutsPublished]] = {}
+        self.endpoints = AnnouncedEndpoints(allow_private=allow_private)
 
     def refresh(self, latest_block: int) -> None:
         """Applies the events of blocks ``next_block .. latest_block``."""
@@ -63,7 +71,7 @@ class SwarmView:
         events = self.reader.read(
             self.next_block,
             latest_block,
-            events=[PeerRegistered, ExitRequested, Withdrawn, RolloutsPublished],
+            events=[PeerRegistered, ExitRequested, Withdrawn, RolloutsPublished, EndpointAnnounced],
         )
         for event in events:
             if isinstance(event, PeerRegistered):
@@ -72,7 +80,24 @@ class SwarmView:
                 self.active.discard(event.peer)
             elif isinstance(event, RolloutsPublished):
                 self.published.setdefault(event.round, {})[event.peer] = event
+            elif isinstance(event, EndpointAnnounced):
+                self._announced(event)
         self.next_block = latest_block + 1
+
+    def _announced(self, event: EndpointAnnounced) -> None:
+        try:
+            self.endpoints.apply(event.peer, event.endpoint)
+        except EndpointRejected as rejected:
+            log.warning(
+                "ignored the store endpoint %s announced in block %d: %s",
+                event.peer,
+                event.block_number,
+                rejected.reason,
+            )
+
+    def endpoint(self, peer: str) -> StoreEndpoint | None:
+        """``peer``'s latest usable store endpoint, if it announced one."""
+        return self.endpoints.endpoint(peer)
 
     def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
         """The commitments of ``rounds``, by round then peer."""
