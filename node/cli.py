@@ -20,8 +20,7 @@ from eth_account.signers.local import LocalAccount
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.errors import ChainError
-from node.chain.events import Attested, EventReader, RolloutsPublished
-from node.chain.models import PeerStatus, TxReceipt, median_milli
+from node.chain.models import TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
 from node.experiment.command import experiment as experiment_command
@@ -413,54 +412,53 @@ main.add_command(experiment_command)
 
 @main.command()
 @click.option("--address", help="Peer to show [default: this node's keystore address].")
-@click.option("--rounds", default=5, show_default=True, help="Recent publications to list.")
+@click.option(
+    "--rounds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Recent rounds to explain: published or why not, attesters, flags, rewards, disputes.",
+)
 @click.pass_context
 def status(ctx: click.Context, address: str | None, rounds: int) -> None:
-    """Show stake, state, the current round, recent publications and verified reward."""
+    """Show stake, state and what happened to each recent round's batch.
+
+    \b
+    Per round: published or why not (not registered, exiting, stake below the minimum, paused,
+    no batch on the chain), how many peers attested it, agreed and flagged, the verified reward
+    (median of the attesters') beside the claimed one, and whether a dispute slashed.
+    """
+    from node.status_report import status_lines
+
     config = _config(ctx)
     if address is None:
         with _user_errors():
             address = keystore_address(config.identity.keystore.expanduser())
     client = _client(config)
     with _user_errors():
-        _print_status(client, address, rounds)
+        start = Deployment.load(config.chain.deployment).deployment_block
+        for line in status_lines(client, address, rounds=rounds, start_block=start):
+            click.echo(line)
 
 
-def _print_status(client: CoordinatorClient, address: str, rounds: int) -> None:
-    info = client.peer_info(address)
-    round_ = client.current_round()
-    click.echo(f"peer     {address}")
-    click.echo(f"status   {info.status.name.lower()}")
-    if info.status is PeerStatus.NONE:
-        click.echo("         not registered: swarm register --name NAME --stake AMOUNT")
-        return
-    click.echo(f"stake    {format_eth(info.stake)}")
-    if info.status is PeerStatus.EXITING:
-        deadline = format_deadline(info.withdrawable_at, client.chain_time())
-        click.echo(f"         withdrawable {deadline}")
-    click.echo(f"round    {round_} (open disputes: {info.open_disputes})")
-    reader = EventReader(client.w3, client.address)
-    latest = client.block_number()
-    published = reader.read(0, latest, events=[RolloutsPublished], peer=address)
-    attested = [
-        e for e in reader.read(0, latest, events=[Attested], peer=address) if e.subject == address
-    ]
-    by_batch: dict[int, list[int]] = {}
-    for event in attested:
-        by_batch.setdefault(event.round, []).append(event.verified_reward_sum)
-    verified = sum(median_milli(values) or 0 for values in by_batch.values()) / 1000
-    flags = sum(1 for e in attested if e.is_flag)
-    click.echo(
-        f"verified reward {verified:.3f} over {len(by_batch)} attested batches "
-        f"(median of the attesters'; {len(attested)} attestations, {flags} flags)"
-    )
-    for event in published[-rounds:]:
-        click.echo(
-            f"  round {event.round}: {event.groups} groups, {event.completions} completions, "
-            f"claimed reward {event.reward_sum / 1000:.3f}, digest 0x{event.digest.hex()[:12]}..."
-        )
-    if not published:
-        click.echo("  no publications yet")
+@main.command()
+@click.pass_context
+def doctor(ctx: click.Context) -> None:
+    """Check what this node needs, one line each with the fix; exit 1 if anything failed.
+
+    \b
+    The deployment file and the RPC (its chain id), the contract (code, not a reset chain),
+    the keystore and its configured password, registration, stake and funds for 100 rounds,
+    the clock against the chain's, the content store (and a Kubo daemon's announced peers),
+    memory and disk for the configured model, group size and token limit.
+    """
+    from node.doctor import failed, report_lines, run_checks
+
+    checks = run_checks(_config(ctx))
+    for line in report_lines(checks):
+        click.echo(line)
+    if failed(checks):
+        ctx.exit(1)
 
 
 if __name__ == "__main__":
