@@ -53,10 +53,17 @@ def _verified_batches(conn: Connection) -> None:
     recompute_all_peers(conn)
 
 
+def _endpoints(conn: Connection) -> None:
+    """The table of EndpointAnnounced events (an older indexer's ABI did not know the event, so
+    there is nothing to move into it)."""
+    schema.endpoints.create(conn, checkfirst=True)
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
     (2, "peers.verified_batches: one definition of a verified batch", _verified_batches),
+    (3, "endpoints: the store endpoints peers announced", _endpoints),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -75,9 +75,22 @@ class StakeChange(BaseModel):
     tx_hash: str
 
 
+class Endpoint(BaseModel):
+    """A peer's latest store endpoint as announced (docs/PROTOCOL.md, "Store endpoints"); not
+    validated here: a node may refuse it (bad encoding, private addresses, another's peer id)."""
+
+    data: str = Field(description="The announced bytes, 0x + lower-case hex.")
+    text: str | None = Field(description="The bytes as UTF-8 text; null when they are not UTF-8.")
+    block_number: int
+    tx_hash: str
+
+
 class PeerDetail(LeaderboardEntry):
     registered_block: int
     withdrawable_at: int | None
+    endpoint: Endpoint | None = Field(
+        description="The latest store endpoint the peer announced; null if none or withdrawn."
+    )
     batches: list[Batch]
     stake_history: list[StakeChange]
 

@@ -115,8 +115,32 @@ def peer(conn: Connection, address: str) -> dict | None:
         **_peer_entry(_WithRank(row, rank)),
         "registered_block": row.registered_block,
         "withdrawable_at": row.withdrawable_at,
+        "endpoint": _latest_endpoint(conn, address),
         "batches": [_batch(b) for b in batches],
         "stake_history": _stake_history(changes),
+    }
+
+
+def _latest_endpoint(conn: Connection, address: str) -> dict | None:
+    """The peer's latest announcement as announced; None if none or withdrawn (empty)."""
+    e = schema.endpoints
+    latest = conn.execute(
+        select(e)
+        .where(e.c.peer == address)
+        .order_by(e.c.block_number.desc(), e.c.log_index.desc())
+        .limit(1)
+    ).first()
+    if latest is None or latest.endpoint == "0x":
+        return None
+    try:
+        text = bytes.fromhex(latest.endpoint[2:]).decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return {
+        "data": latest.endpoint,
+        "text": text,
+        "block_number": latest.block_number,
+        "tx_hash": latest.tx_hash,
     }
 
 

@@ -17,6 +17,7 @@ from node.chain.events import (
     Attested,
     ChainEvent,
     DisputeSettled,
+    EndpointAnnounced,
     ExitRequested,
     ParametersChanged,
     PeerRegistered,
@@ -176,6 +177,10 @@ def _add(records: Records, event: ChainEvent) -> None:  # noqa: C901 - one branc
         case ParametersChanged():
             rows[schema.parameter_changes].append(
                 {**_position(event), "name": event.name, "value": str(event.value)}
+            )
+        case EndpointAnnounced():
+            rows[schema.endpoints].append(
+                {**_position(event), "peer": event.peer, "endpoint": "0x" + event.endpoint.hex()}
             )
         case _:
             data = event.model_dump(mode="json", exclude={*_POSITION, "block_hash"})

@@ -4,7 +4,7 @@ Two kinds of tables:
 
 - **event tables** hold what the chain said, one row per log, keyed by ``(block_number,
   log_index)``: ``registrations``, ``stake_changes``, ``publications``, ``attestations``,
-  ``disputes``, ``parameter_changes``, ``other_events``. A reorg deletes the rows above the common
+  ``disputes``, ``parameter_changes``, ``endpoints``, ``other_events``. A reorg deletes the rows above the common
   ancestor, nothing else;
 - **derived tables** are functions of the event tables, recomputed for the keys an applied range or a
   rollback touched (``coordinator_indexer.derive``): the verdict columns of ``publications``,
@@ -159,6 +159,18 @@ parameter_changes = Table(
     PrimaryKeyConstraint("block_number", "log_index"),
 )
 
+# EndpointAnnounced: the bytes as announced, 0x-hex (not validated here: nodes do, docs/PROTOCOL.md,
+# "Store endpoints"); /api/peers/{address} shows a peer's latest.
+endpoints = Table(
+    "endpoints",
+    metadata,
+    *_position_columns(),
+    Column("peer", ADDRESS, nullable=False),
+    Column("endpoint", Text, nullable=False),
+    PrimaryKeyConstraint("block_number", "log_index"),
+    Index("ix_endpoints_peer", "peer"),
+)
+
 # Paused, Unpaused, ownership and treasury events: kept as JSON, shown nowhere yet.
 other_events = Table(
     "other_events",
@@ -215,6 +227,7 @@ EVENT_TABLES = (
     attestations,
     disputes,
     parameter_changes,
+    endpoints,
     other_events,
 )
 #: Tables compared by the kill-and-resume test and dumped by ``Store.dump`` (all data tables).
