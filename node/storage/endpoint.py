@@ -84,8 +84,9 @@ def parse_endpoint(data: bytes, *, allow_private: bool) -> StoreEndpoint:
 
 
 def announceable(endpoint: StoreEndpoint, *, allow_private: bool) -> StoreEndpoint | None:
-    """This node's own endpoint as peers would accept it: the addresses they may dial, as many as
-    fit :data:`MAX_ADDRS` and :data:`MAX_ENDPOINT_BYTES`; None when nothing is left."""
+    """This node's own endpoint as peers would accept it: the addresses they may dial, sorted (so
+    that the bytes depend on the set, not on the order a daemon lists them in), as many as fit
+    :data:`MAX_ADDRS` and :data:`MAX_ENDPOINT_BYTES`; None when nothing is left."""
     addrs: list[str] = []
     for addr in endpoint.addrs:
         try:
@@ -96,6 +97,7 @@ def announceable(endpoint: StoreEndpoint, *, allow_private: bool) -> StoreEndpoi
         except EndpointRejected:
             continue
         addrs.extend(a for a in one.addrs if a not in addrs)
+    addrs.sort()
     del addrs[MAX_ADDRS:]
     while addrs and len(encode_endpoint(StoreEndpoint(endpoint.peer_id, tuple(addrs)))) > (
         MAX_ENDPOINT_BYTES
