@@ -3,13 +3,10 @@ passes, and each broken setting gives its problem line, its fix and exit status 
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,8 +18,12 @@ from node.chain.deployment import Deployment
 from node.cli import main
 from node.config import load_config
 from node.doctor import Probes, failed, run_checks
+from node.identity import unlock_keystore
+from node.local.kubo import KuboDaemon
 from node.resources import GIB, MIB, SMOL_PARAMETERS, Workload, estimate_resources
+from node.storage.endpoint import announceable, encode_endpoint
 from tests.chain_fixtures import ETHER, AnvilNode, ChainControl
+from tests.storage.kubo_daemons import kubo_swarm
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +106,8 @@ def test_a_healthy_registered_node_passes_every_check(home: Path, chain: ChainCo
         "funds": "ok",
         "clock": "ok",
         "store": "ok",
-        "peers": "skipped",  # a local store folder has no peers
+        "announced": "skipped",  # a local store folder is not announced
+        "peers": "skipped",  # and has no peers
         "memory": "ok",
         "disk": "ok",
     }, result.output
@@ -239,53 +241,55 @@ def test_the_clock_tolerance_is_a_tenth_of_a_round(home: Path, chain: ChainContr
     assert "behind" in clock_line(-40) and clock_line(-40).startswith("PROBLEM")
 
 
-class KuboApi:
-    """A loopback HTTP server answering Kubo's ``id`` and ``swarm/peers`` (POST only)."""
-
-    def __init__(self, peer_id: str, peers: list[str]) -> None:
-        answers = {
-            "/api/v0/id": {"ID": peer_id, "Addresses": []},
-            "/api/v0/swarm/peers": {"Peers": [{"Peer": p, "Addr": "/ip4/1.2.3.4"} for p in peers]},
-        }
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.dumps(answers.get(self.path.split("?")[0], {})).encode()
-                self.send_response(200 if self.path.split("?")[0] in answers else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> KuboApi:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def announce(client: CoordinatorClient, daemon: KuboDaemon) -> None:
+    """What swarm run does when it starts: announce the daemon's dialable endpoint."""
+    endpoint = announceable(daemon.endpoint(), allow_private=True)
+    client.announce_endpoint(encode_endpoint(endpoint))
 
 
-@pytest.fixture
-def kubo_api() -> Iterator[KuboApi]:
-    with KuboApi("12D3KooWOwnPeer", ["12D3KooWOther"]) as api:
-        yield api
+def test_kubo_peers_are_found_through_the_chain(
+    home: Path, chain: ChainControl, anvil: AnvilNode, tmp_path: Path,
+    client_for: Callable[..., CoordinatorClient], dev_accounts: list[LocalAccount],
+) -> None:  # fmt: skip
+    chain.warp_to(max(chain.now(), int(time.time())))
+    with kubo_swarm(tmp_path / "kubo") as daemons:
+        ours, theirs = daemons.start("ours"), daemons.start("theirs")
+        registered_peer(home, chain)
+        write_config(home, home / "deployment.json", anvil.url, storage=f'store = "{ours.api_url}"')
+        public = doctor(home)  # a daemon on loopback has nothing a peer elsewhere may dial
+        assert ours.peer_id in line_of(public, "store") and public.exit_code == 1
+        assert "none that peers may dial" in line_of(public, "announced")
+        assert "allow_private_addresses = true" in line_of(public, "announced")
+        assert "store" not in line_of(public, "disk")  # the daemon's repository is not ours
 
+        storage = f'store = "{ours.api_url}"\nallow_private_addresses = true'
+        write_config(home, home / "deployment.json", anvil.url, storage=storage)
+        silent = doctor(home)
+        assert "has announced no store endpoint" in line_of(silent, "announced")
+        assert "no other peer has announced" in line_of(silent, "peers")
 
-def test_a_kubo_api_that_answers(
-    home: Path, chain: ChainControl, kubo_api: KuboApi, anvil: AnvilNode
-) -> None:
-    registered_peer(home, chain)
-    write_config(home, home / "deployment.json", anvil.url, storage=f'store = "{kubo_api.url}"')
-    result = doctor(home)
-    assert line_of(result, "store").startswith("ok") and "12D3KooWOwnPeer" in result.output
-    assert "store" not in line_of(result, "disk")  # a daemon's repository is not our folder
+        announce(client_for(unlock_keystore(home / "keystore.json", PASSWORD)), ours)
+        other = client_for(dev_accounts[1])
+        other.register("bob", ETHER)
+        announce(other, theirs)
+        apart = doctor(home)
+        assert line_of(apart, "announced").startswith(f"ok       announced  {ours.peer_id} at")
+        assert "connected to none of the 1 peers" in line_of(apart, "peers")
+        assert "never open the API port" in line_of(apart, "peers")
+
+        ours.store().connect(theirs.endpoint())  # what swarm run does before fetching
+        together = doctor(home)
+        assert together.exit_code == 0, together.output
+        assert "Kubo is connected to 1 of 1 announced peers" in line_of(together, "peers")
+
+        ours.stop()
+        again = daemons.start("ours")  # the same peer id on new ports (its API's too)
+        storage = f'store = "{again.api_url}"\nallow_private_addresses = true'
+        write_config(home, home / "deployment.json", anvil.url, storage=storage)
+        moved = doctor(home)
+        assert again.peer_id == ours.peer_id and again.addrs != ours.addrs
+        line = line_of(moved, "announced")
+        assert "the chain has" in line and "Fix: restart swarm run" in line
 
 
 def test_an_unreachable_kubo_api(home: Path, chain: ChainControl, anvil: AnvilNode) -> None:
@@ -295,8 +299,8 @@ def test_an_unreachable_kubo_api(home: Path, chain: ChainControl, anvil: AnvilNo
     result = doctor(home)
     assert result.exit_code == 1, result.output
     line = line_of(result, "store")
-    assert f"the Kubo API at {url} does not answer /api/v0/id" in line
-    assert "nothing accepts connections there" in line and "Fix: start the Kubo daemon" in line
+    assert "the Kubo API does not answer id" in line and url in line
+    assert "Fix: start the Kubo daemon" in line
     assert line_of(result, "peers").startswith("skipped")
 
 
