@@ -26,6 +26,7 @@ failure names the daemon's log. The daemon dies with this process (node.local.ch
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node.local.children import spawn, stop
+from node.local.children import die_with_parent, spawn, stop
 from node.storage.endpoint import StoreEndpoint
 from node.storage.errors import StoreError
 from node.storage.kubo import KuboStore
@@ -159,7 +160,9 @@ def init_repo(repo: Path, *, binary: Path | None = None) -> str:
     shutil.rmtree(scratch, ignore_errors=True)
     env = {**os.environ, "IPFS_PATH": str(scratch), "IPFS_TELEMETRY": "off"}
     command = [str(binary or kubo_binary()), "init", "--empty-repo", "--profile", "test"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=60, preexec_fn=die_with_parent
+    )
     if result.returncode != 0:
         shutil.rmtree(scratch, ignore_errors=True)
         raise KuboDaemonError(f"ipfs init of {repo} failed: {result.stderr.strip()[:500]}")
@@ -235,6 +238,7 @@ def start_kubo(
     """Starts a private daemon on ``repo`` (initialised if new); returns once its API is ours."""
     binary = kubo_binary()
     peer_id = init_repo(repo, binary=binary)
+    _check_not_in_use(repo)
     configure(repo, swarm_key, swarm_host=swarm_host, swarm_port=swarm_port)
     if swarm_port:
         _check_port_free(swarm_host, swarm_port)
@@ -254,6 +258,22 @@ def start_kubo(
         stop(process, grace=5.0)
         raise
     return KuboDaemon(repo, process, api_url, peer_id, addrs, log_path)
+
+
+def _check_not_in_use(repo: Path) -> None:
+    """KuboDaemonError if a daemon holds the repository's lock (an fcntl lock, as Kubo takes)."""
+    lock = repo / "repo.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        message = f"{repo} is in use by another ipfs daemon ({lock} is locked)"
+        raise KuboDaemonError(message) from error
+    finally:
+        os.close(fd)  # releases the probe's lock too
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -25,7 +25,6 @@ Plain ``requests``, not ipfshttpclient 0.7 (the last release, 2021): its ``conne
 every Kubo newer than 0.8, its ``swarm.connect`` sends each character of the address as an
 argument (it iterates ``address`` instead of ``addresses``), and it passes urllib3 2 a ``strict``
 argument that raises a FutureWarning on every connection. These six calls need none of it.
-Environment proxies are ignored: the RPC API is the node's own daemon.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -61,7 +59,7 @@ _NOT_FOUND = ("not found", "could not find", "no such block")
 _TIMED_OUT = ("deadline exceeded", "timed out")
 _TOO_BIG = ("over 1mib", "too big", "too large")
 _CHUNK = 65536
-_POOL_SIZE = 32  # concurrent fetches (node.sampling.fetch) share one connection pool per thread
+_POOL_SIZE = 32  # connections kept for concurrent calls
 
 
 class KuboStore(ContentStore):
@@ -78,20 +76,14 @@ class KuboStore(ContentStore):
         self.timeout = timeout
         self.max_blob_size = max_blob_size
         self._base = api_base(api_url)
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
-        self._sessions_lock = threading.Lock()
+        self._session = _session()
 
     def __repr__(self) -> str:
         return f"KuboStore({self.api_url!r})"
 
     def close(self) -> None:
-        """Closes the connection pools (every thread's)."""
-        with self._sessions_lock:
-            sessions, self._sessions = self._sessions, []
-        for session in sessions:
-            session.close()
-        self._local = threading.local()
+        """Closes the connection pool."""
+        self._session.close()
 
     def put(self, data: bytes, *, pin: bool = False) -> bytes:
         data = self._blob_to_put(data)
@@ -171,26 +163,13 @@ class KuboStore(ContentStore):
 
     # --- HTTP
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.trust_env = False
-            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=_POOL_SIZE)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._local.session = session
-            with self._sessions_lock:
-                self._sessions.append(session)
-        return session
-
     @contextlib.contextmanager
     def _post(
         self, command: str, params: dict[str, Any], **extra: Any
     ) -> Iterator[requests.Response]:
         """The answer to ``command`` (streamed), after an error status became a StoreError."""
         params = {**params, "timeout": f"{max(1, round(self.timeout * 1000))}ms"}  # a Go duration
-        answer = self._session().post(
+        answer = self._session.post(
             f"{self._base}/{command}",
             params=params,
             timeout=self.timeout,
@@ -229,6 +208,19 @@ class KuboStore(ContentStore):
             if _is_timeout(error):
                 raise StoreTimeout(f"{where}: no answer in {self.timeout}s") from error
             raise StoreUnavailable(f"{where}: {one_line(str(error))}") from error
+
+
+def _session() -> requests.Session:
+    """One connection pool for every thread of a store (node.sampling.fetch fetches
+    concurrently): urllib3's pool is thread-safe, and nothing here uses what makes a shared
+    Session unsafe (cookies, redirects, auth). No proxies from the environment: the RPC API is
+    the node's own daemon."""
+    session = requests.Session()
+    session.trust_env = False
+    adapter = HTTPAdapter(pool_connections=1, pool_maxsize=_POOL_SIZE)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
 
 
 def _kubo_message(answer: requests.Response) -> tuple[str, bool]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -157,6 +159,16 @@ def test_a_peer_fetches_a_batch_through_its_own_daemon(kubo_swarm: KuboSwarm) ->
         assert b_store.has(digest)  # B now holds a copy
 
 
+def test_concurrent_fetches_through_one_store(kubo_swarm: KuboSwarm) -> None:
+    a, b = kubo_swarm.start("a"), kubo_swarm.start("b")
+    batches = [real_batch(round) for round in range(24)]
+    digests = [a.store().put(batch, pin=True) for batch in batches]
+    b_store = b.store(timeout=30.0)
+    b_store.connect(a.endpoint())
+    with ThreadPoolExecutor(max_workers=8) as pool:  # as node.sampling.fetch does
+        assert list(pool.map(b_store.get, digests)) == batches
+
+
 def test_without_connecting_a_fetch_ends_at_the_timeout(kubo_swarm: KuboSwarm) -> None:
     a, b = kubo_swarm.start("a"), kubo_swarm.start("b")
     digest = a.store().put(real_batch(0))
@@ -198,11 +210,23 @@ def test_a_restart_keeps_the_peer_id_and_the_pinned_blocks(kubo_swarm: KuboSwarm
     assert not store.has(dropped)  # the unpinned one was collected: the pin is what kept it
 
 
-def test_a_second_daemon_on_a_busy_repo_fails_naming_its_log(kubo_swarm: KuboSwarm) -> None:
+def test_a_busy_repo_is_refused_untouched(kubo_swarm: KuboSwarm) -> None:
     running = kubo_swarm.start("a")
-    with pytest.raises(KuboDaemonError, match="daemon.log") as excinfo:
-        start_kubo(running.repo, kubo_swarm.swarm_key, startup_timeout=30.0)
-    assert running.running() and "exited" in str(excinfo.value)
+    config = (running.repo / "config").read_bytes()
+    with pytest.raises(KuboDaemonError, match="in use by another ipfs daemon"):
+        start_kubo(running.repo, os.urandom(32))
+    assert running.running() and (running.repo / "config").read_bytes() == config
+    assert swarm_key_text(kubo_swarm.swarm_key) == (running.repo / "swarm.key").read_text()
+
+
+def test_a_daemon_that_fails_to_start_is_reported_with_its_log(kubo_swarm: KuboSwarm) -> None:
+    daemon = kubo_swarm.start("a")
+    daemon.stop()
+    shutil.rmtree(daemon.repo / "blocks")
+    (daemon.repo / "blocks").write_text("not a folder")  # a broken block store
+    with pytest.raises(KuboDaemonError, match=r"exited with \d+ \(log .*daemon\.log\)") as excinfo:
+        kubo_swarm.start("a")
+    assert "not a directory" in str(excinfo.value)  # the log's tail
 
 
 def test_init_refuses_a_folder_that_is_not_a_repo(tmp_path: Path) -> None:
