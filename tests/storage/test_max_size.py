@@ -13,8 +13,6 @@ import pytest
 from node.storage import ContentStore, DigestMismatch, KuboStore, LocalStore, TooLarge, sha256
 from tests.storage.fake_kubo import FakeKubo, raw_cid, running_fake_kubo
 
-pytestmark = pytest.mark.filterwarnings("ignore:The 'strict' parameter:FutureWarning")
-
 CAP = 1000  # each store's own cap here
 
 
