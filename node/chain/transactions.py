@@ -235,11 +235,23 @@ class TransactionSender:
             )
         if receipt["gasUsed"] >= request["gas"]:
             reason = f"{what} ran out of gas (it used all {receipt['gasUsed']} gas it was given)"
-        else:
-            reason = (
-                f"{what} reverted in block {block}, but replaying it on the block before succeeds: "
-                "the state changed in between (another transaction in the same block?)"
+            return ContractRevert(reason=reason, tx_hash=tx_hash)
+        # An earlier transaction of the same block changed the state (two peers settling the same
+        # dispute, say): replayed on the state after the block, the call names the reason.
+        after = {key: value for key, value in replay.items() if key != "nonce"}  # it was used
+        try:
+            self._rpc(
+                lambda: self.w3.eth.call(cast(TxParams, after), block),
+                f"{what}: replaying the reverted transaction after its block",
             )
+        except ContractRevert as revert:
+            return revert.with_context(now=self.chain_now(), tx_hash=tx_hash)
+        except ChainError:
+            pass
+        reason = (
+            f"{what} reverted in block {block}, but replaying it on the block before succeeds: "
+            "the state changed in between (another transaction in the same block?)"
+        )
         return ContractRevert(reason=reason, tx_hash=tx_hash)
 
     def _rpc(self, fn: Any, what: str) -> Any:

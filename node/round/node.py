@@ -186,12 +186,19 @@ class SwarmNode(Producer):
                 continue
             with report.timings.measure("chain"):
                 if not self.exchange.is_settled(round, subject):
-                    try:
-                        self.exchange.settle(round, subject)
-                        report.settled += 1
-                    except (SwarmCoordinatorAlreadySettled, SwarmCoordinatorNoDispute):
-                        pass
+                    self._settle_one(round, subject, report)
         state.flagged = remaining
+
+    def _settle_one(self, round: int, subject: str, report: RoundReport) -> None:
+        """Settles one dispute; another peer settling it first is not an error, and a refusal
+        costs only this dispute (anyone may still settle it), never the node's round."""
+        try:
+            self.exchange.settle(round, subject)
+            report.settled += 1
+        except (SwarmCoordinatorAlreadySettled, SwarmCoordinatorNoDispute):
+            pass
+        except ContractRevert as exc:
+            log.warning("%s: settling round %d of %s refused: %s", self.address, round, subject, exc)
 
     def finish(self, round: int, report: RoundReport) -> None:
         """Checkpoints the adapter (if it learned this round) and the protocol state."""

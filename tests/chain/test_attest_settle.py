@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from node.chain.events import DisputeSettled, EventReader
@@ -160,3 +163,38 @@ def test_dispute_below_quorum_does_not_slash(chain, swarm) -> None:
     assert a.peer_info(a.account_address).stake == 2 * ETHER
     assert a.unclaimed_slashes() == 0
     assert a.verdict(round_, a.account_address).settled
+
+
+def test_a_settle_that_loses_a_race_in_the_same_block_names_the_reason(chain, swarm) -> None:
+    """Two peers settle one dispute in one block: the second reverts, and replaying it on the
+    state after the block tells why (AlreadySettled), not only that the state changed."""
+    round_, (a, b, c, d), digests = swarm
+    chain.warp_to_round(round_ + 1)
+    b.attest([verdict_on(a, round_, digests[0], flag=True)])
+    c.attest([verdict_on(a, round_, digests[0], flag=True)])
+    chain.warp_to_round(round_ + 3)
+    chain.rpc("evm_setAutomine", False)
+    outcomes: dict[str, object] = {}
+
+    def settle(client, name: str) -> None:  # type: ignore[no-untyped-def]
+        try:
+            outcomes[name] = client.settle(round_, a.account_address)
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is checked
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=settle, args=(x, n)) for x, n in ((c, "c"), (d, "d"))]
+    try:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while len(chain.rpc("eth_getBlockByNumber", "pending", False)["transactions"]) < 2:
+            assert time.monotonic() < deadline, "the two settles never reached the pool"
+            time.sleep(0.05)
+        chain.mine()
+    finally:
+        chain.rpc("evm_setAutomine", True)
+        for thread in threads:
+            thread.join(timeout=60)
+    errors = [o for o in outcomes.values() if isinstance(o, Exception)]
+    assert len(outcomes) == 2 and len(errors) == 1, outcomes
+    assert isinstance(errors[0], SwarmCoordinatorAlreadySettled), errors[0]
