@@ -32,6 +32,7 @@ from node.identity import (
     unlock_keystore,
 )
 from node.local.anvil import AnvilError
+from node.local.kubo import KuboDaemonError, KuboMissing
 from node.local.swarm import LocalSwarmSettings
 from node.policy.errors import PolicyError
 from node.round.errors import NodeError
@@ -50,6 +51,8 @@ def _user_errors() -> Iterator[None]:
         ChainError,
         ConfigError,
         IdentityError,
+        KuboDaemonError,
+        KuboMissing,
         NodeError,
         PolicyError,
         StoreError,
@@ -340,6 +343,26 @@ def local() -> None:
     show_default=True,
     help="Longest completion.",
 )
+@click.option(
+    "--store",
+    type=click.Choice(["local", "kubo"]),
+    default=_DEMO.store,
+    show_default=True,
+    help="local: one store folder shared by the nodes; kubo: a private Kubo daemon per node.",
+)
+@click.option(
+    "--processes",
+    is_flag=True,
+    help="Run every node as its own `swarm run` process in real time (1 s blocks, no time "
+    "travel), each with its own Kubo daemon (implies --store kubo).",
+)
+@click.option(
+    "--round-seconds",
+    default=_DEMO.round_seconds,
+    show_default=True,
+    type=click.IntRange(min=5),
+    help="Length of a real-time round (--processes).",
+)
 def local_up(
     nodes: int,
     rounds: int,
@@ -354,14 +377,26 @@ def local_up(
     local_groups: int,
     external_groups: int,
     max_new_tokens: int,
+    store: str,
+    processes: bool,
+    round_seconds: int,
 ) -> None:
     """Start Anvil, deploy, register N funded keystores, run N nodes for R rounds.
 
     \b
-    The nodes share one base model, each with its own LoRA adapter, and run in lockstep: all
-    publish, then all verify, train and attest; then the chain's clock jumps to the next round.
-    The indexer and leaderboard start when installed. Ctrl-C shuts everything down cleanly.
+    By default the nodes share one base model, each with its own LoRA adapter, and run in
+    lockstep: all publish, then all verify, train and attest; then the chain's clock jumps to
+    the next round (the quick look). With --processes every node is its own `swarm run`
+    process with its own Kubo daemon, keystore, state and model cache, and rounds last
+    --round-seconds of wall-clock time. The indexer and leaderboard start when installed.
+    Ctrl-C shuts everything down cleanly.
+
+    \b
+    Examples:
+      swarm local up --model tiny --rounds 2
+      swarm local up --processes --model tiny --round-seconds 15 --rounds 5
     """
+    from node.local.processes import run_process_swarm
     from node.local.up import run_local_swarm  # torch loads only for this command
     from node.round.loop import StopSignal
 
@@ -386,6 +421,9 @@ def local_up(
         indexer_port=indexer_port,
         indexer=not no_indexer,
         node=node,
+        store="kubo" if processes else store,
+        processes=processes,
+        round_seconds=round_seconds,
     )
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stop = StopSignal()
@@ -399,8 +437,12 @@ def local_up(
 
     try:
         with _user_errors():
-            run_local_swarm(
-                settings, echo=click.echo, should_stop=lambda: stop.requested, wait_after=wait_after
+            run = run_process_swarm if processes else run_local_swarm
+            run(
+                settings,
+                echo=click.echo,
+                should_stop=lambda: stop.requested,
+                wait_after=wait_after,
             )
     except KeyboardInterrupt:
         raise click.ClickException("aborted") from None

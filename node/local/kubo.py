@@ -120,6 +120,15 @@ class KuboDaemon:
     def pid(self) -> int:
         return self.process.pid
 
+    @property
+    def api_port(self) -> int:
+        return int(self.api_url.rsplit(":", 1)[1])
+
+    @property
+    def swarm_port(self) -> int:
+        """The TCP port of its first swarm address."""
+        return int(self.addrs[0].split("/tcp/", 1)[1].split("/", 1)[0])
+
     def endpoint(self) -> StoreEndpoint:
         """Its peer id and swarm multiaddrs (without ``/p2p/<id>``)."""
         return StoreEndpoint(self.peer_id, self.addrs)
@@ -180,16 +189,20 @@ def peer_id_of(repo: Path) -> str:
         raise KuboDaemonError(f"cannot read the peer id of {repo}/config: {error}") from error
 
 
-def configure(repo: Path, swarm_key: bytes, *, swarm_host: str, swarm_port: int) -> None:
+def configure(
+    repo: Path, swarm_key: bytes, *, swarm_host: str, swarm_port: int, api_port: int = 0
+) -> None:
     """Writes the private-network configuration and ``swarm.key`` (see the module docstring)."""
     path = repo / "config"
     config = json.loads(path.read_text())
-    _apply_private_config(config, _swarm_multiaddr(swarm_host, swarm_port))
+    _apply_private_config(
+        config, _swarm_multiaddr(swarm_host, swarm_port), _swarm_multiaddr("127.0.0.1", api_port)
+    )
     _write_atomically(path, json.dumps(config, indent=2) + "\n")
     _write_atomically(repo / "swarm.key", swarm_key_text(swarm_key))
 
 
-def _apply_private_config(config: dict[str, Any], swarm_addr: str) -> None:
+def _apply_private_config(config: dict[str, Any], swarm_addr: str, api_addr: str) -> None:
     def section(*keys: str) -> dict[str, Any]:
         node = config
         for key in keys:
@@ -198,7 +211,7 @@ def _apply_private_config(config: dict[str, Any], swarm_addr: str) -> None:
             node = node[key]
         return node
 
-    section("Addresses").update(Swarm=[swarm_addr], API="/ip4/127.0.0.1/tcp/0", Gateway=[])
+    section("Addresses").update(Swarm=[swarm_addr], API=api_addr, Gateway=[])
     section("Addresses").update(Announce=[], AppendAnnounce=[])
     config["Bootstrap"] = []
     section("AutoConf")["Enabled"] = False
@@ -232,16 +245,22 @@ def start_kubo(
     *,
     swarm_host: str = "127.0.0.1",
     swarm_port: int = 0,
+    api_port: int = 0,
     log_path: Path | None = None,
     startup_timeout: float = 60.0,
 ) -> KuboDaemon:
-    """Starts a private daemon on ``repo`` (initialised if new); returns once its API is ours."""
+    """Starts a private daemon on ``repo`` (initialised if new); returns once its API is ours.
+
+    Ports 0 are chosen free by the daemon; a restart that must keep its URLs passes the ports
+    it had (``KuboDaemon.api_port`` and ``swarm_port``)."""
     binary = kubo_binary()
     peer_id = init_repo(repo, binary=binary)
     _check_not_in_use(repo)
-    configure(repo, swarm_key, swarm_host=swarm_host, swarm_port=swarm_port)
+    configure(repo, swarm_key, swarm_host=swarm_host, swarm_port=swarm_port, api_port=api_port)
     if swarm_port:
         _check_port_free(swarm_host, swarm_port)
+    if api_port:
+        _check_port_free("127.0.0.1", api_port)
     log_path = log_path or repo / "daemon.log"
     env = {**os.environ, "IPFS_PATH": str(repo), "LIBP2P_FORCE_PNET": "1", "IPFS_TELEMETRY": "off"}
     with log_path.open("wb") as log:

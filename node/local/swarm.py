@@ -16,9 +16,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import requests
 from eth_account import Account
@@ -33,6 +34,7 @@ from node.config import NodeConfig, config_toml, with_overrides
 from node.identity import create_keystore, unlock_keystore
 from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
 from node.local.devchain import DevChain
+from node.local.kubo import KuboDaemon, new_swarm_key, start_kubo
 from node.round.report import RoundReport
 
 ETHER = 10**18
@@ -66,7 +68,15 @@ class LocalSwarmSettings:
     indexer_port: int = 8000
     indexer: bool = True
     node: NodeConfig = DEMO_NODE
-    #: Rounds are long on the clock; the demo jumps from one to the next when all nodes are done.
+    #: "local": one store folder for all nodes; "kubo": a private Kubo daemon per node.
+    store: str = "local"
+    #: Every node as its own ``swarm run`` process in real time (1 s blocks), each with its own
+    #: Kubo daemon; otherwise the nodes run in this process in lockstep.
+    processes: bool = False
+    #: Round length in seconds in real time (``processes``).
+    round_seconds: int = 60
+    #: Lockstep rounds are long on the clock: the demo jumps from one to the next when all nodes
+    #: are done. Real-time rounds last ``round_seconds`` (``deploy_config``).
     deploy: DeployConfig = field(
         default_factory=lambda: DeployConfig(
             round_duration=3600,
@@ -78,6 +88,26 @@ class LocalSwarmSettings:
             dispute_quorum=2,
         )
     )
+
+    def __post_init__(self) -> None:
+        if self.store not in ("local", "kubo"):
+            raise ValueError(f"store {self.store!r}: local or kubo")
+        if self.processes and self.store != "kubo":
+            raise ValueError("separate node processes need their own stores: use store kubo")
+        if self.round_seconds < 5:
+            raise ValueError("a real-time round needs at least 5 seconds")
+
+    def deploy_config(self) -> DeployConfig:
+        """The coordinator's parameters: real-time rounds of ``round_seconds`` in processes."""
+        if not self.processes:
+            return self.deploy
+        rounds = self.deploy.attestation_window_rounds + 2
+        return self.deploy.model_copy(
+            update={
+                "round_duration": self.round_seconds,
+                "unbonding_period": rounds * self.round_seconds,
+            }
+        )
 
 
 @dataclass
@@ -95,14 +125,22 @@ class LocalPeer:
         return self.folder / "node.toml"
 
 
+class Stoppable(Protocol):
+    def stop(self) -> object: ...
+
+
 @dataclass
 class Services:
-    """The processes the demo started (stopped in reverse order)."""
+    """The processes the demo started: ``others`` (node processes, Kubo daemons) are stopped
+    first, newest first, then the indexer, then Anvil."""
 
     anvil: AnvilNode | None = None
     indexer: subprocess.Popen[bytes] | None = None
+    others: list[Stoppable] = field(default_factory=list)
 
     def stop(self, echo: Echo) -> None:
+        while self.others:
+            self.others.pop().stop()
         if self.indexer is not None and self.indexer.poll() is None:
             echo("stopping the indexer")
             self.indexer.terminate()
@@ -129,48 +167,95 @@ def start_chain(
     settings: LocalSwarmSettings, workdir: Path, services: Services, echo: Echo
 ) -> Deployment:
     """Anvil plus a freshly deployed coordinator (recorded in ``workdir/deployment.json``)."""
-    services.anvil = start_anvil(workdir / "anvil.log", port=settings.anvil_port)
+    real_time = ("--block-time", "1") if settings.processes else ()
+    services.anvil = start_anvil(
+        workdir / "anvil.log", port=settings.anvil_port, extra_args=real_time
+    )
     echo(f"anvil on {services.anvil.url} (log {workdir / 'anvil.log'})")
     w3 = connect(services.anvil.url)
     return deploy_coordinator(
         w3,
         Account.from_key(DEV_KEYS[0]),
-        settings.deploy,
+        settings.deploy_config(),
         out=workdir / "deployment.json",
         progress=echo,
     )
 
 
 def create_peers(
-    settings: LocalSwarmSettings, workdir: Path, deployment: Deployment, rpc_url: str, echo: Echo
+    settings: LocalSwarmSettings,
+    workdir: Path,
+    deployment: Deployment,
+    rpc_url: str,
+    echo: Echo,
+    *,
+    stores: Sequence[str] | None = None,
 ) -> list[LocalPeer]:
     """N keystores (random passwords kept beside them), funded and registered, each with a
-    ``node.toml`` (so ``swarm --config node.toml status`` or ``run`` work on them)."""
-    funder = TransactionSender(connect(rpc_url), Account.from_key(DEV_KEYS[0]))
-    peers = []
-    for i in range(settings.nodes):
-        name = f"node-{i}"
-        folder = workdir / "nodes" / name
-        folder.mkdir(parents=True)
-        password = secrets.token_urlsafe(18)
-        (folder / "password").write_text(password + "\n")
-        (folder / "password").chmod(0o600)
-        create_keystore(folder / "keystore.json", password)
-        account = unlock_keystore(folder / "keystore.json", password)
-        funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding {name}")
-        client = CoordinatorClient.connect(rpc_url, deployment, account=account)
-        client.register(name, deployment.parameters.min_stake)
-        peer = LocalPeer(
-            name, account, folder, peer_config(settings.node, i, folder, workdir, rpc_url)
+    ``node.toml`` (so ``swarm --config node.toml status`` or ``run`` work on them).
+
+    ``stores`` gives each node its own store (a Kubo API URL); by default all share
+    ``workdir/store``.
+    """
+    return [
+        create_peer(
+            settings,
+            i,
+            workdir,
+            deployment,
+            rpc_url,
+            stores[i] if stores is not None else str(workdir / "store"),
+            echo,
         )
-        peer.config_path.write_text(config_toml(peer.config))
-        echo(f"{name}: {account.address} funded and registered ({peer.config_path})")
-        peers.append(peer)
-    return peers
+        for i in range(settings.nodes)
+    ]
+
+
+def create_peer(
+    settings: LocalSwarmSettings,
+    index: int,
+    workdir: Path,
+    deployment: Deployment,
+    rpc_url: str,
+    store: str,
+    echo: Echo,
+) -> LocalPeer:
+    """Node ``index``: a keystore, funded from Anvil's first dev account, registered, and its
+    ``node.toml``."""
+    name = f"node-{index}"
+    folder = workdir / "nodes" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(18)
+    (folder / "password").write_text(password + "\n")
+    (folder / "password").chmod(0o600)
+    create_keystore(folder / "keystore.json", password)
+    account = unlock_keystore(folder / "keystore.json", password)
+    funder = TransactionSender(connect(rpc_url), Account.from_key(DEV_KEYS[0]))
+    funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding {name}")
+    client = CoordinatorClient.connect(rpc_url, deployment, account=account)
+    client.register(name, deployment.parameters.min_stake)
+    config = peer_config(node_config(settings), index, folder, workdir, rpc_url, store)
+    peer = LocalPeer(name, account, folder, config)
+    peer.config_path.write_text(config_toml(peer.config))
+    echo(f"{name}: {account.address} funded and registered ({peer.config_path})")
+    return peer
+
+
+def node_config(settings: LocalSwarmSettings) -> NodeConfig:
+    """Every node's configuration: the demo's, plus what this kind of local swarm needs (a Kubo
+    peer dials the others on loopback; a process shares 2 cores with the others, runs the
+    asked rounds and polls the 1 s chain often)."""
+    overrides: dict[str, dict[str, object]] = {}
+    if settings.store == "kubo":
+        overrides["storage"] = {"allow_private_addresses": True}
+    if settings.processes:
+        overrides["training"] = {"torch_threads": 1}
+        overrides["round"] = {"max_rounds": settings.rounds, "poll_interval": 1.0}
+    return with_overrides(settings.node, overrides)
 
 
 def peer_config(
-    node: NodeConfig, index: int, folder: Path, workdir: Path, rpc_url: str
+    node: NodeConfig, index: int, folder: Path, workdir: Path, rpc_url: str, store: str
 ) -> NodeConfig:
     """Node ``index``'s configuration: ``node`` with its chain, keystore, store, state and seed."""
     return with_overrides(
@@ -181,11 +266,52 @@ def peer_config(
                 "keystore": folder / "keystore.json",
                 "password_file": folder / "password",
             },
-            "storage": {"store": str(workdir / "store")},
+            "storage": {"store": store},
             "model": {"checkpoint_dir": folder / "state"},
             "training": {"seed": index},
         },
     )
+
+
+def print_where_to_look(
+    workdir: Path, rpc_url: str, leaderboard: str | None, peers: list[LocalPeer], echo: Echo
+) -> None:
+    stores = {peer.config.storage.store for peer in peers}
+    store = stores.pop() if len(stores) == 1 else "a Kubo daemon per node (nodes/node-N/kubo)"
+    echo("")
+    echo(f"chain        {rpc_url}  (deployment {workdir / 'deployment.json'})")
+    echo(f"store        {store}")
+    echo(f"leaderboard  {leaderboard or 'not running'}")
+    echo(f"a node       swarm --config {peers[0].config_path} status")
+    echo("")
+
+
+def start_stores(
+    settings: LocalSwarmSettings, workdir: Path, services: Services, echo: Echo
+) -> list[KuboDaemon]:
+    """With ``store = "kubo"``: one private Kubo daemon per node (its repository in the node's
+    folder), all on one swarm key (``workdir/swarm.key``). None with a shared store folder."""
+    if settings.store != "kubo":
+        return []
+    key = new_swarm_key()
+    (workdir / "swarm.key").write_bytes(key)
+    return [
+        start_store(workdir / "nodes" / f"node-{i}", key, services, echo)
+        for i in range(settings.nodes)
+    ]
+
+
+def start_store(folder: Path, key: bytes, services: Services, echo: Echo) -> KuboDaemon:
+    """A node's Kubo daemon (repository ``folder/kubo``), stopped with the other services."""
+    daemon = start_kubo(folder / "kubo", key, log_path=folder / "kubo.log")
+    services.others.append(daemon)
+    echo(f"{folder.name}: Kubo {daemon.peer_id} on {daemon.api_url}")
+    return daemon
+
+
+def store_urls(daemons: Sequence[KuboDaemon]) -> list[str] | None:
+    """The nodes' own stores (their daemons' APIs), or None for the shared folder."""
+    return [daemon.api_url for daemon in daemons] or None
 
 
 def indexer_command(settings: LocalSwarmSettings, workdir: Path, rpc_url: str) -> list[str] | None:

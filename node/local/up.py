@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from node.chain.rpc import connect
 from node.local.devchain import DevChain
@@ -15,8 +14,11 @@ from node.local.swarm import (
     advance_clock,
     create_peers,
     prepare_workdir,
+    print_where_to_look,
     start_chain,
     start_indexer,
+    start_stores,
+    store_urls,
     summary_lines,
 )
 from node.policy.adapters import AdapterPool
@@ -61,11 +63,12 @@ def run_local_swarm(
         deployment = start_chain(settings, workdir, services, echo)
         assert services.anvil is not None
         rpc_url = services.anvil.url
-        peers = create_peers(settings, workdir, deployment, rpc_url, echo)
+        stores = store_urls(start_stores(settings, workdir, services, echo))
+        peers = create_peers(settings, workdir, deployment, rpc_url, echo, stores=stores)
         leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
         nodes = build_nodes(settings, peers, echo)
         names = {node.address: peer.name for node, peer in zip(nodes, peers)}
-        _print_where_to_look(workdir, rpc_url, leaderboard, peers, echo)
+        print_where_to_look(workdir, rpc_url, leaderboard, peers, echo)
         chain = DevChain(connect(rpc_url), deployment)
         reports = run_lockstep(
             nodes,
@@ -82,14 +85,3 @@ def run_local_swarm(
         return reports
     finally:
         services.stop(echo)
-
-
-def _print_where_to_look(
-    workdir: Path, rpc_url: str, leaderboard: str | None, peers: list[LocalPeer], echo: Echo
-) -> None:
-    echo("")
-    echo(f"chain        {rpc_url}  (deployment {workdir / 'deployment.json'})")
-    echo(f"store        {workdir / 'store'}")
-    echo(f"leaderboard  {leaderboard or 'not running'}")
-    echo(f"a node       swarm --config {peers[0].config_path} status")
-    echo("")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,10 +37,9 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-
 from transformers.utils import logging as hf_logging
 
-from node.defaults import SHIPPED_MODEL
+from node.defaults import SHIPPED_MODEL, model_cache_dir
 from node.learning_data import Message
 from node.policy.errors import ModelLoadError
 
@@ -70,8 +68,8 @@ class BaseModel:
 
 
 def default_cache_dir() -> Path:
-    """Where dequantised models are cached: ``$SWARM_CACHE_DIR`` or ``~/.cache/swarm``."""
-    return Path(os.environ.get("SWARM_CACHE_DIR", Path.home() / ".cache" / "swarm"))
+    """Where dequantised models are cached (``node.defaults.model_cache_dir``)."""
+    return model_cache_dir()
 
 
 def choose_device(preferred: str | None = None) -> torch.device:

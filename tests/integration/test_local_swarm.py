@@ -53,6 +53,29 @@ def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> 
     assert port_is_closed(chain.split()[1])  # anvil is gone
 
 
+def test_the_lockstep_demo_on_a_kubo_daemon_per_node(tmp_path: Path) -> None:
+    """--store kubo: each node stores in its own daemon and fetches its peer's batches through
+    it (bitswap), after finding the peer's endpoint on-chain; the daemons end with the demo."""
+    workdir = tmp_path / "demo"
+    demo = NodeProcess.start(
+        local_up(workdir, "--rounds", "2", "--no-keep", "--no-indexer", "--store", "kubo"),
+        tmp_path,
+    )
+    try:
+        demo.wait_for(lambda line: line == "local swarm stopped", timeout=180)
+        assert demo.stop(None) == 0
+    finally:
+        demo.stop()
+    rounds = [line for line in demo.output if re.match(r"node-\d round \d+: ", line)]
+    assert len(rounds) == 4
+    assert all("published yes" in line and "peers verified 1" in line for line in rounds)
+    apis = [line.split(" on ")[1] for line in demo.output if re.match(r"node-\d: Kubo ", line)]
+    assert len(apis) == 2 and all(port_is_closed(url) for url in apis)  # the daemons are gone
+    assert not (workdir / "store").exists()  # no shared folder
+    for name in ("node-0", "node-1"):
+        assert (workdir / "nodes" / name / "kubo" / "config").exists()
+
+
 def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> None:
     demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "2"), tmp_path)
     try:

@@ -46,7 +46,7 @@ class NodeProcess:
         env = dict(
             os.environ,
             SWARM_PW=PASSWORD,
-            SWARM_CACHE_DIR=str(cache),
+            SWARM_MODEL_CACHE=str(cache),
             OMP_NUM_THREADS="1",
             PYTHONUNBUFFERED="1",
         )

@@ -50,7 +50,9 @@ def test_a_local_peer_is_the_demo_node_with_its_own_identity_state_and_seed(
 ) -> None:
     settings = LocalSwarmSettings()
     folder = tmp_path / "nodes" / "node-2"
-    config = peer_config(settings.node, 2, folder, tmp_path, "http://127.0.0.1:1234")
+    config = peer_config(
+        settings.node, 2, folder, tmp_path, "http://127.0.0.1:1234", str(tmp_path / "store")
+    )
     assert config.sampling == DEMO_NODE.sampling and config.generation == DEMO_NODE.generation
     assert config.training.seed == 2
     assert config.model.checkpoint_dir == folder / "state"
