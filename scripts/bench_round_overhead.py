@@ -12,8 +12,11 @@ and adds up each node's phase timings from its round reports:
 
 Prints seconds per phase, the overhead as a share of busy time and as a ratio to learning time,
 against the 5 % target. Time waiting for peers is not busy time (lockstep never waits).
+With ``--stores local kubo`` (the default) the same swarm runs twice in one invocation, on one
+shared store folder and on a private Kubo daemon per node (fetches over bitswap), and the last
+line compares their overheads.
 Usage: .venv/bin/python scripts/bench_round_overhead.py [--nodes 3] [--rounds 3] [--model M]
-       [--tasks 4] [--group-size 4] [--max-new-tokens 24] [--threads N]
+       [--tasks 4] [--group-size 4] [--max-new-tokens 24] [--threads N] [--stores local kubo]
 """
 
 from __future__ import annotations
@@ -45,9 +48,24 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=demo.sampling.group_size)
     parser.add_argument("--max-new-tokens", type=int, default=demo.generation.max_new_tokens)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--stores", nargs="+", choices=("local", "kubo"), default=["local", "kubo"])
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    overheads = {}
+    for store in args.stores:
+        reports, wall = run(args, store)
+        overheads[store] = print_table(reports, args, wall, store)
+        print()
+    if len(overheads) == 2:
+        local, kubo = overheads["local"], overheads["kubo"]
+        print(
+            f"overhead with Kubo {kubo[0]:.2f}s ({kubo[1]:.2%} of busy time) vs the local store "
+            f"{local[0]:.2f}s ({local[1]:.2%}): {kubo[0] / local[0]:.2f}x"
+        )
+
+
+def run(args: argparse.Namespace, store: str) -> tuple[list[RoundReport], float]:
     with tempfile.TemporaryDirectory() as workdir:
         node = with_overrides(
             DEMO_NODE,
@@ -65,14 +83,17 @@ def main() -> None:
             anvil_port=free_port(),
             indexer=False,
             node=node,
+            store=store,
         )
         started = time.perf_counter()
         reports = run_local_swarm(settings, echo=lambda line: None)
-        wall = time.perf_counter() - started
-    print_table(reports, args, wall)
+        return reports, time.perf_counter() - started
 
 
-def print_table(reports: list[RoundReport], args: argparse.Namespace, wall: float) -> None:
+def print_table(
+    reports: list[RoundReport], args: argparse.Namespace, wall: float, store: str
+) -> tuple[float, float]:
+    """Prints the phase table; returns the overhead in seconds and as a share of busy time."""
     phases: dict[str, float] = defaultdict(float)
     for report in reports:
         for phase, seconds in report.timings.seconds.items():
@@ -81,7 +102,8 @@ def print_table(reports: list[RoundReport], args: argparse.Namespace, wall: floa
     learning = sum(phases.get(p, 0.0) for p in LEARNING_PHASES)
     overhead = busy - learning
     print(
-        f"{args.nodes} nodes x {args.rounds} rounds on {args.model}: {args.tasks} tasks x "
+        f"{store} store: {args.nodes} nodes x {args.rounds} rounds on {args.model}: "
+        f"{args.tasks} tasks x "
         f"G={args.group_size}, <= {args.max_new_tokens} new tokens; "
         f"{torch.get_num_threads()} torch threads; whole run {wall:.1f}s (incl. setup)"
     )
@@ -95,6 +117,7 @@ def print_table(reports: list[RoundReport], args: argparse.Namespace, wall: floa
         f"({overhead / learning:.3f}x the learning baseline of {learning:.1f}s); "
         f"target < {TARGET:.0%}: {'met' if share < TARGET else 'NOT met'}"
     )
+    return overhead, share
 
 
 if __name__ == "__main__":
