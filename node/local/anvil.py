@@ -10,6 +10,7 @@ from pathlib import Path
 
 import requests
 
+from node.local.children import spawn
 from node.local.foundry import FoundryMissing, foundry_binary
 
 CHAIN_ID = 31337
@@ -100,9 +101,7 @@ def start_anvil(
         *extra_args,
     ]
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        process = spawn(command, stdout=log, stderr=subprocess.STDOUT)
     node = AnvilNode(process=process, port=port, log_path=log_path)
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline and process.poll() is None:

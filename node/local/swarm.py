@@ -33,6 +33,7 @@ from node.chain.transactions import TransactionSender
 from node.config import NodeConfig, config_toml, with_overrides
 from node.identity import create_keystore, unlock_keystore
 from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
+from node.local.children import spawn
 from node.local.devchain import DevChain
 from node.local.kubo import KuboDaemon, new_swarm_key, start_kubo
 from node.round.report import RoundReport
@@ -74,7 +75,7 @@ class LocalSwarmSettings:
     #: Kubo daemon; otherwise the nodes run in this process in lockstep.
     processes: bool = False
     #: Round length in seconds in real time (``processes``).
-    round_seconds: int = 60
+    round_seconds: int = 90
     #: Lockstep rounds are long on the clock: the demo jumps from one to the next when all nodes
     #: are done. Real-time rounds last ``round_seconds`` (``deploy_config``).
     deploy: DeployConfig = field(
@@ -346,9 +347,7 @@ def start_indexer(
             echo("no indexer installed (swarm-indexer): running without a leaderboard")
         return None
     log_file = (workdir / "indexer.log").open("wb")
-    services.indexer = subprocess.Popen(
-        command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-    )
+    services.indexer = spawn(command, stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{settings.indexer_port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and services.indexer.poll() is None:

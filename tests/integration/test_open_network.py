@@ -144,45 +144,74 @@ def test_a_late_joiner_a_killed_node_and_a_lost_daemon(tmp_path: Path, shared_ca
         )
 
 
+def _local_up(workdir: Path, shared_cache: Path) -> subprocess.Popen[str]:
+    command = [
+        str(Path(sys.executable).with_name("swarm")),
+        "local", "up", "--processes", "--model", "tiny", "--nodes", "2", "--rounds", "50",
+        "--round-seconds", str(ROUND_SECONDS), "--anvil-port", "0", "--no-indexer",
+        "--workdir", str(workdir),
+    ]  # fmt: skip
+    env = {"SWARM_MODEL_CACHE": str(shared_cache), "PATH": "/usr/bin:/bin"}
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+
+
+def _read_until_rounds(process: subprocess.Popen[str], count: int) -> list[str]:
+    """The output until ``count`` node round lines have been printed."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + STARTUP_SECONDS + 3 * ROUND_SECONDS
+    while time.monotonic() < deadline:
+        lines.append(process.stdout.readline())
+        if sum(1 for x in lines if re.match(r"node-\d \| round \d+: published yes", x)) >= count:
+            return lines
+    raise AssertionError("".join(lines))
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (node processes, Kubo daemons, Anvil)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        listed = subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(todo.pop())], capture_output=True, text=True
+        )
+        children = {int(x) for x in listed.stdout.split()}
+        found |= children
+        todo += children
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def _wait_gone(pids: set[int], timeout: float = 30) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(pids)
+
+
 def test_swarm_local_up_processes_runs_and_stops_cleanly(
     tmp_path: Path, shared_cache: Path
 ) -> None:
     """The command itself: nodes' lines in one terminal, a summary, and Ctrl-C stops it all."""
     workdir = tmp_path / "local"
-    command = [
-        str(Path(sys.executable).with_name("swarm")),
-        "local",
-        "up",
-        "--processes",
-        "--model",
-        "tiny",
-        "--nodes",
-        "2",
-        "--rounds",
-        "50",
-        "--round-seconds",
-        str(ROUND_SECONDS),
-        "--anvil-port",
-        "0",
-        "--no-indexer",
-        "--workdir",
-        str(workdir),
-    ]
-    env = {"SWARM_MODEL_CACHE": str(shared_cache), "PATH": "/usr/bin:/bin"}
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
-    lines: list[str] = []
+    process = _local_up(workdir, shared_cache)
     try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + STARTUP_SECONDS + 3 * ROUND_SECONDS
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            lines.append(line)
-            if sum(1 for x in lines if re.match(r"node-\d \| round \d+: published yes", x)) >= 3:
-                break
-        else:
-            raise AssertionError("".join(lines))
+        lines = _read_until_rounds(process, 3)
+        children = _descendants(process.pid)
+        assert len(children) >= 5  # Anvil, two daemons, two node processes
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=120)
     finally:
@@ -193,8 +222,22 @@ def test_swarm_local_up_processes_runs_and_stops_cleanly(
     assert "node-0 | round" in output and "node-1 | round" in output
     assert re.search(r"node-0: \d+ rounds published", output), output
     assert "local swarm stopped" in output
-    survivors = subprocess.run(
-        ["pgrep", "-f", str(workdir)], capture_output=True, text=True
-    ).stdout.split()
-    assert survivors == [], survivors  # no node process, daemon or chain left behind
+    assert _wait_gone(children) == set()  # no node process, daemon or chain left behind
     assert not (workdir / "store").exists()  # each node had its own daemon, no shared folder
+
+
+def test_kill_9_of_swarm_local_up_takes_every_child_down(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    workdir = tmp_path / "killed"
+    process = _local_up(workdir, shared_cache)
+    try:
+        _read_until_rounds(process, 1)
+        children = _descendants(process.pid)
+        assert len(children) >= 5  # Anvil, two daemons, two node processes
+        process.kill()
+        process.wait()
+        assert _wait_gone(children) == set()
+    finally:
+        if process.poll() is None:
+            process.kill()
