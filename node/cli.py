@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +34,9 @@ from node.identity import (
 )
 from node.local.anvil import AnvilError
 from node.local.kubo import KuboDaemonError, KuboMissing
-from node.local.swarm import LocalSwarmSettings
+from node.local.ports import PortTaken
+from node.local.swarm import DEFAULT_ANVIL_PORT, DEFAULT_INDEXER_PORT, LocalSwarmSettings
+from node.output import Output
 from node.policy.errors import PolicyError
 from node.round.errors import NodeError
 from node.storage import StoreError
@@ -55,6 +58,7 @@ def _user_errors() -> Iterator[None]:
         KuboMissing,
         NodeError,
         PolicyError,
+        PortTaken,
         StoreError,
     ) as exc:
         raise click.ClickException(str(exc)) from None
@@ -249,26 +253,27 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     config = _config(ctx)
     _setup_logging(verbose)
     account = _account(config)
-    click.echo(f"peer {account.address}: loading {config.model.source} ...")
+    out = Output()  # output that went away (a closed pipe or terminal) does not stop the node
+    out.echo(f"peer {account.address}: loading {config.model.source} ...")
     with _user_errors():
         node = build_node(config, account, ChainExchange.connect(config, account))
     stop = StopSignal()
-    stop.install(lambda message: click.echo(message, err=True))
+    stop.install(out.error)
     settings = LoopSettings(
         collect_fraction=config.round.collect_fraction,
         poll_interval=config.round.poll_interval,
         max_rounds=rounds or config.round.max_rounds,
     )
-    click.echo(f"running on {config.chain.rpc_url}; Ctrl-C to stop")
+    out.echo(f"running on {config.chain.rpc_url}; Ctrl-C to stop")
     try:
         with _user_errors():
-            done = run_node(node, settings, stop=stop, on_report=lambda r: click.echo(r.line()))
+            done = run_node(node, settings, stop=stop, on_report=lambda r: out.echo(r.line()))
     except KeyboardInterrupt:
         raise click.ClickException(
             "aborted; the state file was saved, the adapter of the "
             "last completed round is in the checkpoint"
         ) from None
-    click.echo(f"stopped after {done} round(s); state and adapter in {node.state_dir}")
+    out.echo(f"stopped after {done} round(s); state and adapter in {node.state_dir}")
 
 
 _DEMO = LocalSwarmSettings()  # the demo's defaults, shown by `swarm local up --help`
@@ -300,10 +305,16 @@ def local() -> None:
     help="Working folder (recreated): chain log, keystores, store, node states.",
 )
 @click.option(
-    "--anvil-port", default=_DEMO.anvil_port, show_default=True, help="Port of the local chain."
+    "--anvil-port",
+    type=click.IntRange(0, 65535),
+    help=f"Port of the local chain; it must be free (0: any free port) "
+    f"[default: {DEFAULT_ANVIL_PORT}, or a free port if that is taken].",
 )
 @click.option(
-    "--indexer-port", default=_DEMO.indexer_port, show_default=True, help="Port of the leaderboard."
+    "--indexer-port",
+    type=click.IntRange(0, 65535),
+    help=f"Port of the leaderboard; it must be free (0: any free port) "
+    f"[default: {DEFAULT_INDEXER_PORT}, or a free port if that is taken].",
 )
 @click.option("--no-indexer", is_flag=True, help="Do not start the indexer and leaderboard.")
 @click.option(
@@ -368,8 +379,8 @@ def local_up(
     rounds: int,
     model: str,
     workdir: Path,
-    anvil_port: int,
-    indexer_port: int,
+    anvil_port: int | None,
+    indexer_port: int | None,
     no_indexer: bool,
     keep: bool,
     tasks_per_round: int,
@@ -389,7 +400,8 @@ def local_up(
     the next round (the quick look). With --processes every node is its own `swarm run`
     process with its own Kubo daemon, keystore, state and model cache, and rounds last
     --round-seconds of wall-clock time. The indexer and leaderboard start when installed.
-    Ctrl-C shuts everything down cleanly.
+    Ctrl-C, SIGTERM, SIGHUP (a closed terminal) and a closed output pipe shut everything down
+    cleanly; so does an error, with a one-line message.
 
     \b
     Examples:
@@ -427,26 +439,38 @@ def local_up(
     )
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stop = StopSignal()
-    stop.install(lambda message: click.echo(message, err=True))
+    out = Output(on_lost=stop.request)  # a closed pipe or terminal: stop, as on Ctrl-C
+    stop.install(out.error)
 
     def wait_after(leaderboard: str) -> None:
         if keep:
-            click.echo(f"\nthe leaderboard stays up on {leaderboard}; Ctrl-C to shut down")
+            out.echo(f"\nthe leaderboard stays up on {leaderboard}; Ctrl-C to shut down")
             while not stop.sleep(3600):
                 pass
 
+    run = run_process_swarm if processes else run_local_swarm
     try:
         with _user_errors():
-            run = run_process_swarm if processes else run_local_swarm
-            run(
-                settings,
-                echo=click.echo,
-                should_stop=lambda: stop.requested,
-                wait_after=wait_after,
-            )
+            run(settings, echo=out.echo, should_stop=lambda: stop.requested, wait_after=wait_after)
     except KeyboardInterrupt:
-        raise click.ClickException("aborted") from None
-    click.echo("local swarm stopped")
+        raise click.ClickException("aborted; everything it started was stopped") from None
+    except (click.ClickException, click.Abort):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line for the user, the traceback in a file
+        raise click.ClickException(_failure_line(exc, workdir)) from None
+    out.echo("local swarm stopped")
+
+
+def _failure_line(exc: Exception, workdir: Path) -> str:
+    """One line for an unexpected error of ``swarm local up``; its traceback goes to
+    ``workdir/error.log`` when the folder exists."""
+    line = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    log = workdir.resolve() / "error.log"
+    try:
+        log.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+    except OSError:
+        return f"{line} (everything it started was stopped)"
+    return f"{line} (everything it started was stopped; traceback in {log})"
 
 
 main.add_command(experiment_command)

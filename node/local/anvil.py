@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
 from node.local.children import spawn
 from node.local.foundry import FoundryMissing, foundry_binary
+from node.local.ports import free_port
+
+__all__ = ["CHAIN_ID", "DEV_KEYS", "AnvilError", "AnvilNode", "free_port", "start_anvil"]
 
 CHAIN_ID = 31337
 #: Anvil's published dev keys (mnemonic "test test ... junk"); never use them anywhere real.
@@ -40,6 +43,8 @@ class AnvilNode:
     process: subprocess.Popen[bytes]
     port: int
     log_path: Path
+    #: Block 0's hash, read once this Anvil was verified as the one answering on ``port``.
+    genesis_hash: str = ""
 
     @property
     def url(self) -> str:
@@ -70,12 +75,6 @@ def anvil_binary() -> Path:
         raise AnvilError(str(exc)) from exc
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_anvil(
     log_path: Path,
     *,
@@ -83,9 +82,11 @@ def start_anvil(
     extra_args: tuple[str, ...] = (),
     startup_timeout: float = 20.0,
 ) -> AnvilNode:
-    """Starts Anvil (on a free port unless given), logging to ``log_path``; returns once it answers."""
+    """Starts Anvil (on a free port unless given), logging to ``log_path``; returns once the
+    Anvil answering on the port is this one (``verify_anvil``)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    genesis, own_timestamp = _genesis_time(extra_args)
     command = [
         str(anvil_binary()),
         "--host",
@@ -98,6 +99,7 @@ def start_anvil(
         str(len(DEV_KEYS)),
         "--balance",
         "10000",
+        *own_timestamp,
         *extra_args,
     ]
     with log_path.open("wb") as log:
@@ -106,11 +108,47 @@ def start_anvil(
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            requests.post(
-                node.url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1
-            )
-            return node
+            block = _rpc(node.url, "eth_getBlockByNumber", ["0x0", False])
         except requests.RequestException:
             time.sleep(0.05)
+            continue
+        try:
+            node.genesis_hash = verify_anvil(node, block, genesis)
+        except AnvilError:
+            node.stop()
+            raise
+        return node
     node.stop()
     raise AnvilError(f"anvil did not start on port {port} (log {log_path}):\n{node.log_tail()}")
+
+
+def _genesis_time(extra_args: tuple[str, ...]) -> tuple[int, tuple[str, ...]]:
+    """The genesis timestamp (the caller's ``--timestamp``, else now) and the arguments to add."""
+    if "--timestamp" in extra_args:
+        return int(extra_args[extra_args.index("--timestamp") + 1]), ()
+    now = int(time.time())
+    return now, ("--timestamp", str(now))
+
+
+def verify_anvil(node: AnvilNode, genesis_block: dict, genesis_timestamp: int) -> str:
+    """Block 0's hash, once the chain answering on ``node.port`` is this Anvil: its process is
+    alive, its chain id is CHAIN_ID and its genesis block has the timestamp this one was started
+    with (a stale Anvil, started at another time, has another genesis block). AnvilError else."""
+    chain_id = int(_rpc(node.url, "eth_chainId", []), 16)
+    timestamp = int(genesis_block["timestamp"], 16)
+    if node.process.poll() is not None or chain_id != CHAIN_ID or timestamp != genesis_timestamp:
+        raise AnvilError(
+            f"port {node.port} answers with another chain (chain id {chain_id}, genesis "
+            f"{genesis_block['hash']} of time {timestamp}), not the Anvil started now"
+        )
+    return str(genesis_block["hash"])
+
+
+def _rpc(url: str, method: str, params: list[object]) -> Any:
+    reply = requests.post(
+        url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=2
+    )
+    result = reply.json().get("result")
+    if result is None:
+        raise requests.RequestException(f"{method}: {reply.text[:200]}")
+    return result

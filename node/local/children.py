@@ -6,6 +6,10 @@ with SIGKILL leaves nothing behind; ``stop`` ends one on a normal exit (a signal
 then SIGTERM, then SIGKILL). The kernel tracks the *thread* that started the child: start
 long-lived children from a thread that lives as long as they should (the main thread).
 Elsewhere (macOS) only ``stop`` ends them.
+
+Each child gets its own process group, so what a terminal sends to its foreground group (Ctrl-C,
+SIGHUP when it closes) reaches only the parent, which then stops its children in order (nodes
+first, the chain last) instead of every process dying at once under the others.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ def die_with_parent() -> None:
 
 def spawn(command: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(command, **popen)`` for a child that dies with this process (stdin
-    from /dev/null unless given)."""
+    from /dev/null and its own process group unless given)."""
     popen.setdefault("stdin", subprocess.DEVNULL)
+    popen.setdefault("process_group", 0)
     return subprocess.Popen(list(command), preexec_fn=die_with_parent, **popen)
 
 

@@ -34,12 +34,16 @@ from node.config import NodeConfig, config_toml, with_overrides
 from node.identity import create_keystore, unlock_keystore
 from node.local.anvil import DEV_KEYS, AnvilNode, start_anvil
 from node.local.children import spawn
+from node.local.children import stop as stop_child
 from node.local.devchain import DevChain
 from node.local.kubo import KuboDaemon, new_swarm_key, start_kubo
+from node.local.ports import choose_port
 from node.round.report import RoundReport
 
 ETHER = 10**18
 Echo = Callable[[str], None]
+DEFAULT_ANVIL_PORT = 8545
+DEFAULT_INDEXER_PORT = 8000
 
 
 #: What a demo node sets differently from a node's defaults: small rounds, so that 3 nodes on
@@ -65,8 +69,11 @@ class LocalSwarmSettings:
     nodes: int = 3
     rounds: int = 4
     workdir: Path = Path(".swarm-local")
-    anvil_port: int | None = 8545
-    indexer_port: int = 8000
+    #: None: DEFAULT_ANVIL_PORT if free, else a free port (said); 0: any free port; else that
+    #: port, which must be free (``node.local.ports.choose_port``).
+    anvil_port: int | None = None
+    #: As ``anvil_port``, around DEFAULT_INDEXER_PORT.
+    indexer_port: int | None = None
     indexer: bool = True
     node: NodeConfig = DEMO_NODE
     #: "local": one store folder for all nodes; "kubo": a private Kubo daemon per node.
@@ -140,18 +147,26 @@ class Services:
     others: list[Stoppable] = field(default_factory=list)
 
     def stop(self, echo: Echo) -> None:
+        """Stops every one of them, even when stopping one fails (it is killed then)."""
         while self.others:
-            self.others.pop().stop()
+            other = self.others.pop()
+            _stop_quietly(other.stop, getattr(other, "process", None))
         if self.indexer is not None and self.indexer.poll() is None:
             echo("stopping the indexer")
-            self.indexer.terminate()
-            try:
-                self.indexer.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.indexer.kill()
+            indexer = self.indexer
+            _stop_quietly(lambda: stop_child(indexer, grace=15), indexer)
         if self.anvil is not None:
             echo("stopping anvil")
-            self.anvil.stop()
+            _stop_quietly(self.anvil.stop, self.anvil.process)
+
+
+def _stop_quietly(stop: Callable[[], object], process: object) -> None:
+    """``stop()``; if that raises, kill ``process`` (a Popen, if it is one) and go on."""
+    try:
+        stop()
+    except Exception:  # noqa: BLE001 - the next service must be stopped all the same
+        if isinstance(process, subprocess.Popen) and process.poll() is None:
+            process.kill()
 
 
 def prepare_workdir(workdir: Path, echo: Echo) -> Path:
@@ -169,10 +184,12 @@ def start_chain(
 ) -> Deployment:
     """Anvil plus a freshly deployed coordinator (recorded in ``workdir/deployment.json``)."""
     real_time = ("--block-time", "1") if settings.processes else ()
-    services.anvil = start_anvil(
-        workdir / "anvil.log", port=settings.anvil_port, extra_args=real_time
+    port = choose_port(settings.anvil_port, DEFAULT_ANVIL_PORT, "anvil", echo)
+    services.anvil = start_anvil(workdir / "anvil.log", port=port, extra_args=real_time)
+    echo(
+        f"anvil on {services.anvil.url}, genesis {services.anvil.genesis_hash[:10]}... "
+        f"(log {workdir / 'anvil.log'})"
     )
-    echo(f"anvil on {services.anvil.url} (log {workdir / 'anvil.log'})")
     w3 = connect(services.anvil.url)
     return deploy_coordinator(
         w3,
@@ -315,7 +332,9 @@ def store_urls(daemons: Sequence[KuboDaemon]) -> list[str] | None:
     return [daemon.api_url for daemon in daemons] or None
 
 
-def indexer_command(settings: LocalSwarmSettings, workdir: Path, rpc_url: str) -> list[str] | None:
+def indexer_command(
+    settings: LocalSwarmSettings, workdir: Path, rpc_url: str, port: int
+) -> list[str] | None:
     """The indexer's command line, or None when the indexer is not installed."""
     executable = Path(sys.executable).with_name("swarm-indexer")
     if not executable.exists():
@@ -333,32 +352,54 @@ def indexer_command(settings: LocalSwarmSettings, workdir: Path, rpc_url: str) -
         "--db",
         f"sqlite:///{workdir / 'indexer.db'}",
         "--port",
-        str(settings.indexer_port),
+        str(port),
     ]
 
 
 def start_indexer(
     settings: LocalSwarmSettings, workdir: Path, rpc_url: str, services: Services, echo: Echo
 ) -> str | None:
-    """Starts the indexer and leaderboard; returns the leaderboard's URL (None if not started)."""
-    command = indexer_command(settings, workdir, rpc_url) if settings.indexer else None
+    """Starts the indexer and leaderboard; returns the leaderboard's URL once it serves this
+    demo's coordinator (None if not started)."""
+    if not settings.indexer:
+        return None
+    port = choose_port(settings.indexer_port, DEFAULT_INDEXER_PORT, "the leaderboard", echo)
+    command = indexer_command(settings, workdir, rpc_url, port)
     if command is None:
-        if settings.indexer:
-            echo("no indexer installed (swarm-indexer): running without a leaderboard")
+        echo("no indexer installed (swarm-indexer): running without a leaderboard")
         return None
     log_file = (workdir / "indexer.log").open("wb")
     services.indexer = spawn(command, stdout=log_file, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{settings.indexer_port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and services.indexer.poll() is None:
+    url = f"http://127.0.0.1:{port}"
+    coordinator = Deployment.load(workdir / "deployment.json").coordinator
+    problem = _wait_for_leaderboard(url, coordinator, services.indexer)
+    if problem is None:
+        echo(f"indexer and leaderboard on {url} (log {workdir / 'indexer.log'})")
+        return url
+    echo(f"{problem} (see {workdir / 'indexer.log'}); going on without a leaderboard")
+    stop_child(services.indexer)
+    return None
+
+
+def _wait_for_leaderboard(
+    url: str, coordinator: str, indexer: subprocess.Popen[bytes], timeout: float = 60
+) -> str | None:
+    """None once ``url``'s ``/api/stats`` names ``coordinator`` and our indexer runs; else why
+    not (it exited, timed out, or another leaderboard answers on the port)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and indexer.poll() is None:
         try:
-            if requests.get(f"{url}/health", timeout=1).status_code < 500:
-                echo(f"indexer and leaderboard on {url} (log {workdir / 'indexer.log'})")
-                return url
+            reply = requests.get(f"{url}/api/stats", timeout=1)
         except requests.RequestException:
             time.sleep(0.3)
-    echo(f"the indexer did not come up (see {workdir / 'indexer.log'}); going on without it")
-    return None
+            continue
+        if reply.status_code == 200:
+            serves = str(reply.json().get("coordinator", ""))
+            if serves.lower() == coordinator.lower() and indexer.poll() is None:
+                return None
+            return f"{url} serves another leaderboard (coordinator {serves})"
+        time.sleep(0.3)
+    return "the indexer did not come up"
 
 
 def advance_clock(chain: DevChain) -> Callable[[int], None]:

@@ -5,8 +5,8 @@ publishing stale work), produces its batch, waits for peers until every active p
 or ``collect_fraction`` of the round has passed, then completes the round. Transient chain and
 store failures interrupt the round, are logged and retried with exponential backoff (the round's
 steps are idempotent, so a retry never publishes twice). A reset chain stops the node with the
-reason. The first Ctrl-C (or SIGTERM) stops the node at the next step boundary, after its state
-and adapter are saved; a second one aborts at once.
+reason. The first Ctrl-C (or SIGTERM, or SIGHUP: a closed terminal) stops the node at the next step
+boundary, after its state and adapter are saved; a second one aborts at once.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class LoopSettings:
 
 
 class StopSignal:
-    """Set by Ctrl-C / SIGTERM (``install``) or by ``request``; sleeps end early when it is."""
+    """Set by Ctrl-C, SIGTERM or SIGHUP (``install``; SIGHUP is what closing the terminal
+    sends) or by ``request``; sleeps end early when it is."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -59,7 +60,8 @@ class StopSignal:
         return self._event.wait(max(0.0, seconds))
 
     def install(self, notice: Callable[[str], None]) -> None:
-        """First SIGINT/SIGTERM: stop at the next step boundary. Second: KeyboardInterrupt."""
+        """First SIGINT/SIGTERM/SIGHUP: stop at the next step boundary. Second: KeyboardInterrupt
+        (the second of any of them)."""
 
         def handle(signum: int, frame: FrameType | None) -> None:
             if self.requested:
@@ -67,8 +69,8 @@ class StopSignal:
             self.request()
             notice("stopping after the current step (Ctrl-C again to abort now)")
 
-        signal.signal(signal.SIGINT, handle)
-        signal.signal(signal.SIGTERM, handle)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, handle)
 
 
 class ChainTime:
