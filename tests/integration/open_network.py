@@ -48,7 +48,7 @@ class OpenSwarm:
             nodes=nodes,
             rounds=rounds,
             workdir=workdir,
-            anvil_port=None,
+            anvil_port=0,  # any free port
             indexer=False,
             node=node,
             store="kubo",

@@ -17,6 +17,7 @@ import pytest
 
 from node.policy.model import BaseModel
 from tests.integration.open_network import OpenSwarm
+from tests.integration.process_tree import descendants, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -169,39 +170,6 @@ def _read_until_rounds(process: subprocess.Popen[str], count: int) -> list[str]:
     raise AssertionError("".join(lines))
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (node processes, Kubo daemons, Anvil)."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        listed = subprocess.run(
-            ["ps", "-o", "pid=", "--ppid", str(todo.pop())], capture_output=True, text=True
-        )
-        children = {int(x) for x in listed.stdout.split()}
-        found |= children
-        todo += children
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, IndexError):
-            continue
-        if state != "Z":
-            alive.add(pid)
-    return alive
-
-
-def _wait_gone(pids: set[int], timeout: float = 30) -> set[int]:
-    deadline = time.monotonic() + timeout
-    while _alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return _alive(pids)
-
-
 def test_swarm_local_up_processes_runs_and_stops_cleanly(
     tmp_path: Path, shared_cache: Path
 ) -> None:
@@ -210,7 +178,7 @@ def test_swarm_local_up_processes_runs_and_stops_cleanly(
     process = _local_up(workdir, shared_cache)
     try:
         lines = _read_until_rounds(process, 3)
-        children = _descendants(process.pid)
+        children = descendants(process.pid)
         assert len(children) >= 5  # Anvil, two daemons, two node processes
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=120)
@@ -222,7 +190,7 @@ def test_swarm_local_up_processes_runs_and_stops_cleanly(
     assert "node-0 | round" in output and "node-1 | round" in output
     assert re.search(r"node-0: \d+ rounds published", output), output
     assert "local swarm stopped" in output
-    assert _wait_gone(children) == set()  # no node process, daemon or chain left behind
+    assert wait_gone(children) == set()  # no node process, daemon or chain left behind
     assert not (workdir / "store").exists()  # each node had its own daemon, no shared folder
 
 
@@ -233,11 +201,11 @@ def test_kill_9_of_swarm_local_up_takes_every_child_down(
     process = _local_up(workdir, shared_cache)
     try:
         _read_until_rounds(process, 1)
-        children = _descendants(process.pid)
+        children = descendants(process.pid)
         assert len(children) >= 5  # Anvil, two daemons, two node processes
         process.kill()
         process.wait()
-        assert _wait_gone(children) == set()
+        assert wait_gone(children) == set()
     finally:
         if process.poll() is None:
             process.kill()
