@@ -3,9 +3,20 @@ terminal sends SIGHUP: ``node.output.Output`` and ``StopSignal``, in real subpro
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from eth_account.signers.local import LocalAccount
+
+from node.chain.client import CoordinatorClient
+from tests.chain_fixtures import ChainControl
+from tests.integration.test_swarm_run import PASSWORD, volunteer  # noqa: F401 - a fixture
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,3 +75,40 @@ def test_sighup_is_a_stop_request() -> None:
         "stopping after the current step (Ctrl-C again to abort now)",
         "requested",
     ]
+
+
+def test_swarm_run_whose_output_goes_away_finishes_its_rounds(
+    volunteer: tuple[Path, LocalAccount],  # noqa: F811 - the imported fixture
+    chain: ChainControl,
+    tmp_path: Path,
+) -> None:
+    """``swarm run | head -1``: the node logs on (to nowhere) and does its rounds, state saved."""
+    config, account = volunteer
+    client = CoordinatorClient(chain.w3, chain.deployment.coordinator)
+    round_ = chain.current_round() + 1
+    chain.warp_to_round(round_)
+    with (tmp_path / "stderr").open("wb") as stderr:
+        node = subprocess.Popen(
+            [sys.executable, "-m", "node.cli", "--config", str(config), "run", "--rounds", "2"],
+            cwd=REPO,
+            env={**os.environ, "SWARM_PW": PASSWORD, "SWARM_MODEL_CACHE": str(tmp_path / "c")},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    try:
+        assert node.stdout is not None
+        assert node.stdout.readline().startswith(b"peer ")
+        node.stdout.close()  # the reader is gone before the node's first round
+        for current in (round_, round_ + 1):
+            wait_for(
+                lambda r=current: client.publication(r, account.address) is not None,
+                timeout=120,
+                what=f"round {current} published",
+            )
+            chain.warp_to_round(current + 1)
+        assert node.wait(timeout=120) == 0, (tmp_path / "stderr").read_text()
+    finally:
+        if node.poll() is None:
+            node.kill()
+    assert "Traceback" not in (tmp_path / "stderr").read_text()
+    assert (tmp_path / "node" / "round-state.json").exists()
