@@ -33,13 +33,8 @@ from node.local.swarm import (
     LocalPeer,
     LocalSwarmSettings,
     Services,
-    create_peers,
-    prepare_workdir,
+    bring_up,
     print_where_to_look,
-    start_chain,
-    start_indexer,
-    start_stores,
-    store_urls,
 )
 
 #: How long a node gets to finish its step after Ctrl-C before it is terminated.
@@ -159,21 +154,16 @@ def run_process_swarm(
     (or a stop), and always takes everything down again. Returns the nodes' exit codes."""
     services = Services()
     try:
-        workdir = prepare_workdir(settings.workdir, echo)
-        deployment = start_chain(settings, workdir, services, echo)
-        assert services.anvil is not None
-        rpc_url = services.anvil.url
-        stores = store_urls(start_stores(settings, workdir, services, echo))
-        peers = create_peers(settings, workdir, deployment, rpc_url, echo, stores=stores)
-        leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
-        print_where_to_look(workdir, rpc_url, leaderboard, peers, echo)
+        swarm = bring_up(settings, services, echo)
+        peers, leaderboard = swarm.peers, swarm.leaderboard
+        print_where_to_look(swarm.workdir, swarm.rpc_url, leaderboard, peers, echo)
         shared_cache = model_cache_dir()
         nodes = [NodeProcess.start(p, prepare_model_cache(p, shared_cache), echo) for p in peers]
         services.others += nodes
         watch(nodes, should_stop)
         codes = [node.stop() for node in nodes]
         echo("")
-        for line in chain_summary(rpc_url, deployment, peers, codes):
+        for line in chain_summary(swarm.rpc_url, swarm.deployment, peers, codes):
             echo(line)
         if leaderboard is not None and not should_stop():
             wait_after(leaderboard)

@@ -291,6 +291,32 @@ def peer_config(
     )
 
 
+@dataclass
+class LocalSwarm:
+    """What ``bring_up`` started: the working folder, the chain, the peers, the leaderboard."""
+
+    workdir: Path
+    deployment: Deployment
+    rpc_url: str
+    peers: list[LocalPeer]
+    leaderboard: str | None
+    daemons: list[KuboDaemon]
+
+
+def bring_up(settings: LocalSwarmSettings, services: Services, echo: Echo) -> LocalSwarm:
+    """A fresh working folder, Anvil and the coordinator, the nodes' stores (a Kubo daemon each
+    with ``store = "kubo"``), funded and registered peers, the indexer; every process started is
+    in ``services``, for the caller to stop however it ends."""
+    workdir = prepare_workdir(settings.workdir, echo)
+    deployment = start_chain(settings, workdir, services, echo)
+    assert services.anvil is not None
+    rpc_url = services.anvil.url
+    daemons = start_stores(settings, workdir, services, echo)
+    peers = create_peers(settings, workdir, deployment, rpc_url, echo, stores=store_urls(daemons))
+    leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
+    return LocalSwarm(workdir, deployment, rpc_url, peers, leaderboard, daemons)
+
+
 def print_where_to_look(
     workdir: Path, rpc_url: str, leaderboard: str | None, peers: list[LocalPeer], echo: Echo
 ) -> None:

@@ -12,13 +12,8 @@ from node.local.swarm import (
     LocalSwarmSettings,
     Services,
     advance_clock,
-    create_peers,
-    prepare_workdir,
+    bring_up,
     print_where_to_look,
-    start_chain,
-    start_indexer,
-    start_stores,
-    store_urls,
     summary_lines,
 )
 from node.policy.adapters import AdapterPool
@@ -59,17 +54,12 @@ def run_local_swarm(
     """
     services = Services()
     try:
-        workdir = prepare_workdir(settings.workdir, echo)
-        deployment = start_chain(settings, workdir, services, echo)
-        assert services.anvil is not None
-        rpc_url = services.anvil.url
-        stores = store_urls(start_stores(settings, workdir, services, echo))
-        peers = create_peers(settings, workdir, deployment, rpc_url, echo, stores=stores)
-        leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
+        swarm = bring_up(settings, services, echo)
+        peers, leaderboard = swarm.peers, swarm.leaderboard
         nodes = build_nodes(settings, peers, echo)
         names = {node.address: peer.name for node, peer in zip(nodes, peers)}
-        print_where_to_look(workdir, rpc_url, leaderboard, peers, echo)
-        chain = DevChain(connect(rpc_url), deployment)
+        print_where_to_look(swarm.workdir, swarm.rpc_url, leaderboard, peers, echo)
+        chain = DevChain(connect(swarm.rpc_url), swarm.deployment)
         reports = run_lockstep(
             nodes,
             settings.rounds,

@@ -24,13 +24,9 @@ from node.local.swarm import (
     LocalPeer,
     LocalSwarmSettings,
     Services,
+    bring_up,
     create_peer,
-    create_peers,
-    prepare_workdir,
-    start_chain,
     start_store,
-    start_stores,
-    store_urls,
 )
 from tests.integration.swarm import TEST_NODE
 
@@ -61,22 +57,12 @@ class OpenSwarm:
         self.services = Services()
         self.processes: dict[str, NodeProcess] = {}
         try:
-            self.workdir = prepare_workdir(workdir, self.echo)
-            self.deployment = start_chain(self.settings, self.workdir, self.services, self.echo)
-            assert self.services.anvil is not None
-            self.rpc_url = self.services.anvil.url
-            self.daemons = start_stores(self.settings, self.workdir, self.services, self.echo)
-            self.peers = create_peers(
-                self.settings,
-                self.workdir,
-                self.deployment,
-                self.rpc_url,
-                self.echo,
-                stores=store_urls(self.daemons),
-            )
+            swarm = bring_up(self.settings, self.services, self.echo)
         except BaseException:
             self.close()
             raise
+        self.workdir, self.deployment, self.rpc_url = swarm.workdir, swarm.deployment, swarm.rpc_url
+        self.peers, self.daemons = swarm.peers, swarm.daemons
         self.client = CoordinatorClient.connect(self.rpc_url, self.deployment)
         self.reader = EventReader(self.client.w3, self.client.address)
 
