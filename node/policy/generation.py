@@ -75,10 +75,10 @@ def generate(
     ``seed`` makes a call repeat exactly (same model, prompts and settings); ``None`` draws the
     seed from torch's global RNG, so a restored RNG state also repeats the call.
     """
-    prompt_ids = encode_prompts(tokenizer, prompts)
-    return generate_from_ids(
-        model, tokenizer, prompt_ids, num_completions=num_completions, sampling=sampling, seed=seed
+    groups = generate_groups(
+        model, tokenizer, prompts, num_completions=num_completions, sampling=sampling, seed=seed
     )
+    return [list(group.completions) for group in groups]
 
 
 def generate_groups(
