@@ -25,6 +25,7 @@ from node.chain.events import RolloutsPublished
 from node.chain.models import Attestation, Parameters
 from node.round.exchange import Exchange, SwarmInfo
 from node.round.state import ChainIdentity, OwnBatch
+from node.round.view import everyone_published, ordered_commitments
 from node.storage import ContentStore, NotFound, TooLarge, sha256
 from node.storage.base import check_digest, verified
 
@@ -173,14 +174,11 @@ class InProcessExchange(Exchange):
         """Memory is always up to date."""
 
     def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
-        published = self.swarm.published
-        return [
-            published[r][peer] for r in sorted(set(rounds)) for peer in sorted(published.get(r, {}))
-        ]
+        return ordered_commitments(self.swarm.published, rounds)
 
     def everyone_published(self, round: int, *, besides: str) -> bool:
-        waiting = self.swarm.members - {besides} - set(self.swarm.published.get(round, {}))
-        return not waiting
+        swarm = self.swarm
+        return everyone_published(swarm.members, swarm.published, round, besides=besides)
 
     def forget_before(self, round: int) -> None:
         """The swarm forgets for everyone when it advances."""

@@ -101,16 +101,27 @@ class SwarmView:
 
     def commitments(self, rounds: Iterable[int]) -> list[RolloutsPublished]:
         """The commitments of ``rounds``, by round then peer."""
-        return [
-            self.published[r][peer]
-            for r in sorted(set(rounds))
-            for peer in sorted(self.published.get(r, {}))
-        ]
+        return ordered_commitments(self.published, rounds)
 
     def everyone_published(self, round: int, *, besides: str) -> bool:
         """True when every active peer other than ``besides`` has published ``round``."""
-        waiting = self.active - {besides} - set(self.published.get(round, {}))
-        return not waiting
+        return everyone_published(self.active, self.published, round, besides=besides)
 
     def forget_before(self, round: int) -> None:
         self.published = {r: c for r, c in self.published.items() if r >= round}
+
+
+Published = dict[int, dict[str, RolloutsPublished]]
+
+
+def ordered_commitments(published: Published, rounds: Iterable[int]) -> list[RolloutsPublished]:
+    """The commitments of ``rounds`` in ``published`` (round -> peer -> commitment), by round
+    then peer: the order a node judges them in, whatever exchange it uses."""
+    return [
+        published[r][peer] for r in sorted(set(rounds)) for peer in sorted(published.get(r, {}))
+    ]
+
+
+def everyone_published(active: set[str], published: Published, round: int, *, besides: str) -> bool:
+    """True when every peer of ``active`` other than ``besides`` has published ``round``."""
+    return not active - {besides} - set(published.get(round, {}))
