@@ -33,7 +33,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from node.local.children import die_with_parent, spawn, stop
+from node.local.ports import port_holder, port_is_free
 from node.storage.endpoint import StoreEndpoint
 from node.storage.errors import StoreError
 from node.storage.kubo import KuboStore
@@ -258,9 +258,9 @@ def start_kubo(
     _check_not_in_use(repo)
     configure(repo, swarm_key, swarm_host=swarm_host, swarm_port=swarm_port, api_port=api_port)
     if swarm_port:
-        _check_port_free(swarm_host, swarm_port)
+        _check_port_free("swarm", swarm_host, swarm_port)
     if api_port:
-        _check_port_free("127.0.0.1", api_port)
+        _check_port_free("API", "127.0.0.1", api_port)
     log_path = log_path or repo / "daemon.log"
     env = {**os.environ, "IPFS_PATH": str(repo), "LIBP2P_FORCE_PNET": "1", "IPFS_TELEMETRY": "off"}
     with log_path.open("wb") as log:
@@ -295,14 +295,9 @@ def _check_not_in_use(repo: Path) -> None:
         os.close(fd)  # releases the probe's lock too
 
 
-def _check_port_free(host: str, port: int) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # only a listener counts
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            raise KuboDaemonError(f"swarm port {host}:{port} is taken: {error}") from error
+def _check_port_free(what: str, host: str, port: int) -> None:
+    if not port_is_free(port, host):
+        raise KuboDaemonError(f"{what} port {host}:{port} is taken by {port_holder(port)}")
 
 
 def _wait_ready(process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> str:

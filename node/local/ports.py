@@ -27,13 +27,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def port_is_free(port: int) -> bool:
-    """True when a server could bind 127.0.0.1:``port`` now (as servers do: SO_REUSEADDR, so a
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could bind ``host:port`` now (as servers do: SO_REUSEADDR, so a
     previous run's connections in TIME_WAIT do not count)."""
-    with socket.socket() as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError:
             return False
     return True
