@@ -19,7 +19,6 @@ import click
 from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
-from node.chain.deployment import Deployment
 from node.chain.errors import ChainError
 from node.chain.models import TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
@@ -39,6 +38,7 @@ from node.local.swarm import DEFAULT_ANVIL_PORT, DEFAULT_INDEXER_PORT, LocalSwar
 from node.output import Output
 from node.policy.errors import PolicyError
 from node.round.errors import NodeError
+from node.round.exchange import connect_chain
 from node.storage import StoreError
 
 DEFAULT_CONFIG = Path("node.toml")
@@ -91,10 +91,7 @@ def _account(config: NodeConfig) -> LocalAccount:
 
 def _client(config: NodeConfig, account: LocalAccount | None = None) -> CoordinatorClient:
     with _user_errors():
-        deployment = Deployment.load(config.chain.deployment)
-        return CoordinatorClient.connect(
-            config.chain.rpc_url, deployment, account=account, timeout=config.chain.rpc_timeout
-        )
+        return connect_chain(config, account)[0]
 
 
 def _done(what: str, receipt: TxReceipt) -> None:
@@ -500,9 +497,9 @@ def status(ctx: click.Context, address: str | None, rounds: int) -> None:
     if address is None:
         with _user_errors():
             address = keystore_address(config.identity.keystore.expanduser())
-    client = _client(config)
     with _user_errors():
-        start = Deployment.load(config.chain.deployment).deployment_block
+        client, deployment = connect_chain(config)
+        start = deployment.deployment_block
         for line in status_lines(client, address, rounds=rounds, start_block=start):
             click.echo(line)
 

@@ -42,6 +42,17 @@ from node.storage.endpoint import StoreEndpoint, announceable, encode_endpoint
 log = logging.getLogger(__name__)
 
 
+def connect_chain(
+    config: NodeConfig, account: LocalAccount | None = None
+) -> tuple[CoordinatorClient, Deployment]:
+    """A client of the coordinator in ``config``'s deployment file, acting for ``account``."""
+    deployment = Deployment.load(config.chain.deployment.expanduser())
+    client = CoordinatorClient.connect(
+        config.chain.rpc_url, deployment, account=account, timeout=config.chain.rpc_timeout
+    )
+    return client, deployment
+
+
 @dataclass(frozen=True)
 class SwarmInfo:
     """What a node learns when it joins: the seed of every round's tasks and the rules."""
@@ -149,10 +160,7 @@ class ChainExchange(Exchange):
     @classmethod
     def connect(cls, config: NodeConfig, account: LocalAccount) -> ChainExchange:
         """The chain and store named in ``config``, acting for ``account``."""
-        deployment = Deployment.load(config.chain.deployment.expanduser())
-        client = CoordinatorClient.connect(
-            config.chain.rpc_url, deployment, account=account, timeout=config.chain.rpc_timeout
-        )
+        client, deployment = connect_chain(config, account)
         setting = config.storage.store
         store = open_store(
             Path(setting).expanduser() if "://" not in setting else setting,
