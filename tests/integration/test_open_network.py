@@ -104,7 +104,7 @@ def test_a_late_joiner_a_killed_node_and_a_lost_daemon(tmp_path: Path, shared_ca
         swarm.kill(1)
         swarm.start(1)
 
-        # node 2's daemon dies right after node 2 publishes: peers find its batch unavailable
+        # node 2's daemon dies right after node 2 publishes, for more than a round
         node2 = swarm.address(2)
         outage = swarm.current_round() + 1
         swarm.wait_until(
@@ -129,8 +129,12 @@ def test_a_late_joiner_a_killed_node_and_a_lost_daemon(tmp_path: Path, shared_ca
 
         attested = swarm.attested()
         assert not any(a.subject == node2 and a.is_flag for a in attested), swarm.tail()
-        unavailable = re.compile(rf"round {outage}: {node2} rejected: fetch_(failed|timeout)")
-        assert any(unavailable.search(swarm.node_log(i)) for i in (0, 1, 3)), swarm.tail()
+        # With its daemon gone for all of round outage + 1, node 2 could not store its batch
+        # while the daemon was down (it may still publish it late, in the grace window, once the
+        # daemon is back), and nobody flagged it. Whether a peer fetched the batch of round
+        # `outage` before the daemon died is a race; peers that did not logged it as
+        # fetch_failed/fetch_timeout, which is never attested.
+        assert re.search(rf"storing round {outage + 1} failed", swarm.node_log(2)), swarm.tail()
         assert max(swarm.rounds_of(2)) > outage + 1, swarm.tail()  # it recovered
 
         joined = swarm.rounds_of(3)
