@@ -220,10 +220,13 @@ def test_a_clock_an_hour_off(home: Path, chain: ChainControl) -> None:
     registered_peer(home, chain)
     chain.increase_time(3600)
     chain.mine()
+    gap = chain.now() - time.time()  # an hour, give or take the chain's own lag behind real time
     result = doctor(home)
     assert result.exit_code == 1, result.output
     line = line_of(result, "clock")
-    assert re.search(r"clock is 3\d{3} s behind the latest block \(allowed: 30 s", line), line
+    found = re.search(r"clock is (\d+) s behind the latest block \(allowed: 30 s", line)
+    assert found, line
+    assert gap > 1800 and abs(int(found[1]) - gap) < 30, (gap, line)
     assert "Fix: sync this machine's clock" in line
 
 
