@@ -7,11 +7,14 @@ Modules, one concern each:
 - ``reverts``       one exception class per Solidity custom error
 - ``revert_decoding``  revert bytes -> the matching exception
 - ``units``         ether amounts and times shown to humans
-- ``models``        typed ABI values: PeerInfo, Attestation, Verdict, Parameters, TxReceipt
+- ``models``        typed ABI values: PeerInfo, Phases, Rules, Verdict, SealInfo, VerdictItem,
+                    TxReceipt
+- ``committee``     the seat rule, ballot commitments and reveal receipts (pure)
 - ``rpc``           Web3 construction, error classification, retry with backoff
 - ``transactions``  nonce, gas, fees, local signing, receipts, revert recovery
 - ``client``        ``CoordinatorClient``: a typed method per contract function
 - ``eip712``        the protocol's typed data (Publish, RolloutBatch): hashing, signing, recovery
+                    (domain version 2, salted with the genesis seed)
 - ``events``        typed events and a chunked log reader
 - ``rounds``        round arithmetic and round seeds from genesis
 - ``deployment``    the deployment record file
@@ -37,12 +40,17 @@ _EXPORTS = {
     "PermanentChainError": "errors",
     "RetryableChainError": "errors",
     "EventReader": "events",
-    "Attestation": "models",
-    "Parameters": "models",
+    "Phases": "models",
     "PeerInfo": "models",
     "PeerStatus": "models",
+    "Rules": "models",
+    "SealInfo": "models",
     "TxReceipt": "models",
     "Verdict": "models",
+    "VerdictItem": "models",
+    "VerdictState": "models",
+    "ballot_commitment": "committee",
+    "vote_weight": "committee",
     "RoundClock": "rounds",
     "round_seed": "rounds",
     "RetryPolicy": "rpc",

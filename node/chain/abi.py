@@ -59,6 +59,15 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
+def abi_type_string(item: dict[str, Any]) -> str:
+    """ABI type string of one input or output, tuples expanded (``(uint64,address)[]``)."""
+    kind = str(item["type"])
+    if kind.startswith("tuple"):
+        inner = ",".join(abi_type_string(c) for c in item["components"])
+        return f"({inner}){kind[len('tuple'):]}"
+    return kind
+
+
 def render_abi(abi: Abi) -> str:
     """The committed file's formatting: forge's order, two-space indent, trailing newline."""
     return json.dumps(abi, indent=2) + "\n"
@@ -85,7 +94,7 @@ def load_artifact(path: Path | None = None) -> dict[str, Any]:
 def artifact_bytecode(artifact: dict[str, Any]) -> bytes:
     """The creation bytecode of an artifact, as bytes."""
     code = artifact["bytecode"]["object"]
-    return bytes.fromhex(code[2:] if code.startswith("0x") else code)
+    return bytes.fromhex(code.removeprefix("0x"))
 
 
 def artifact_is_stale(path: Path | None = None) -> bool:

@@ -1,6 +1,6 @@
 """``CoordinatorClient``: one typed Python method per SwarmCoordinator function.
 
-Reads return typed values (``PeerInfo``, ``Verdict``, ``Parameters``, ints, bytes, addresses) and
+Reads return typed values (``PeerInfo``, ``Verdict``, ``Rules``, ``SealInfo``, ints, bytes, addresses) and
 retry transient RPC failures; writes go through a :class:`TransactionSender` and return a
 :class:`TxReceipt` (hash, block, gas used) or raise a :class:`ChainError` (a revert arrives as the
 ``ContractRevert`` subclass named after the Solidity error). Method names are the Solidity names in
@@ -24,23 +24,26 @@ from eth_utils import to_checksum_address
 from web3 import Web3
 
 from node.chain.abi import load_abi
+from node.chain.committee import sort_items
 from node.chain.deployment import Deployment
 from node.chain.eip712 import Domain, sign_publish
 from node.chain.errors import DeploymentFileError, MissingAccount
 from node.chain.models import (
     ZERO_ADDRESS,
-    Attestation,
-    Parameters,
     PeerInfo,
+    Phases,
+    Rules,
+    SealInfo,
     TxReceipt,
     Verdict,
-    sort_attestations,
+    VerdictItem,
 )
 from node.chain.rounds import RoundClock
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, connect, endpoint_of
 from node.chain.transactions import TransactionSender
 
-_ZERO_HASH = bytes(32)
+#: How long a Publish signature stays valid by default (seconds after the chain's time).
+DEFAULT_SIGNATURE_LIFETIME = 3600
 
 
 class CoordinatorClient:
@@ -100,13 +103,20 @@ class CoordinatorClient:
 
     @cached_property
     def domain(self) -> Domain:
-        """The EIP-712 domain (this chain, this coordinator)."""
-        return Domain(chain_id=self.chain_id, verifying_contract=self.address)
+        """The EIP-712 domain (this chain, this coordinator, its genesis seed as salt)."""
+        return Domain(
+            chain_id=self.chain_id, verifying_contract=self.address, salt=self.genesis_seed()
+        )
 
     @cached_property
     def clock(self) -> RoundClock:
         """Round arithmetic of this deployment (genesis and duration are immutable)."""
         return RoundClock(genesis=self.genesis(), duration=self.round_duration())
+
+    @cached_property
+    def cached_phases(self) -> Phases:
+        """The deployment's phases, read once (they are immutable)."""
+        return self.phases()
 
     @property
     def account_address(self) -> str | None:
@@ -141,10 +151,21 @@ class CoordinatorClient:
         return bool(self._rpc(lambda: self.w3.eth.get_code(self.address), "reading contract code"))
 
     def sign_publish(
-        self, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
+        self,
+        round: int,
+        digest: bytes,
+        groups: int,
+        completions: int,
+        reward_sum: int,
+        *,
+        relayer: str = ZERO_ADDRESS,
+        deadline: int | None = None,
     ) -> bytes:
-        """This account's EIP-712 ``Publish`` signature, which a sponsor relays."""
+        """This account's EIP-712 ``Publish`` signature, which ``relayer`` (anyone if zero) may
+        send until ``deadline`` (unix time; default: chain time + DEFAULT_SIGNATURE_LIFETIME)."""
         account = self._sender().account
+        if deadline is None:
+            deadline = self.chain_time() + DEFAULT_SIGNATURE_LIFETIME
         return sign_publish(
             account,
             self.domain,
@@ -153,6 +174,8 @@ class CoordinatorClient:
             groups=groups,
             completions=completions,
             reward_sum=reward_sum,
+            relayer=relayer,
+            deadline=deadline,
         )
 
     # -------------------------------------------------------------------------- peers and stake
@@ -168,7 +191,12 @@ class CoordinatorClient:
         return self.transact("requestExit")
 
     def withdraw(self) -> TxReceipt:
+        """Pays an exiting peer its stake once its last rounds can no longer be judged."""
         return self.transact("withdraw")
+
+    def claim(self) -> TxReceipt:
+        """Sends this account its claimable wei (rewards, tips, forfeited bonds)."""
+        return self.transact("claim")
 
     def announce_endpoint(self, endpoint: bytes) -> TxReceipt:
         """Announces this peer's store endpoint (node.storage.endpoint's encoding, at most
@@ -181,6 +209,14 @@ class CoordinatorClient:
 
     def peer_info(self, peer: str) -> PeerInfo:
         return PeerInfo.from_abi(self._call("peerInfo", to_checksum_address(peer)))
+
+    def weight_at(self, peer: str, round: int) -> int:
+        """The stake of ``peer`` that counts as voting weight for ``round`` (0: may not judge)."""
+        return int(self._call("weightAt", to_checksum_address(peer), round))
+
+    def claimable(self, account: str) -> int:
+        """Wei ``account`` may take out with ``claim``."""
+        return int(self._call("claimable", to_checksum_address(account)))
 
     # -------------------------------------------------------------------------- rounds
 
@@ -199,6 +235,14 @@ class CoordinatorClient:
     def genesis_seed(self) -> bytes:
         return bytes(self._call("genesisSeed"))
 
+    def phases(self) -> Phases:
+        """The immutable grace, commit and reveal rounds (see ``cached_phases``)."""
+        return Phases(
+            grace_rounds=int(self._call("graceRounds")),
+            commit_rounds=int(self._call("commitRounds")),
+            reveal_rounds=int(self._call("revealRounds")),
+        )
+
     # -------------------------------------------------------------------------- publications
 
     def publish_rollouts(
@@ -215,9 +259,12 @@ class CoordinatorClient:
         groups: int,
         completions: int,
         reward_sum: int,
+        relayer: str,
+        deadline: int,
         signature: bytes,
     ) -> TxReceipt:
-        """Commits ``peer``'s batch with its ``Publish`` signature; this account pays the gas."""
+        """Commits ``peer``'s batch with its ``Publish`` signature (which names ``relayer`` and
+        ``deadline``); this account pays the gas."""
         return self.transact(
             "publishRolloutsFor",
             to_checksum_address(peer),
@@ -226,37 +273,103 @@ class CoordinatorClient:
             groups,
             completions,
             reward_sum,
+            to_checksum_address(relayer),
+            deadline,
             signature,
         )
 
-    def publication(self, round: int, peer: str) -> bytes | None:
-        """The digest ``peer`` published for ``round``, None if nothing."""
-        digest = bytes(self._call("publication", round, to_checksum_address(peer)))
-        return None if digest == _ZERO_HASH else digest
+    publish_for = publish_rollouts_for
 
-    # ------------------------------------------------------------------- attestations and disputes
+    # ------------------------------------------------------------------- committees and verdicts
 
-    def attest(self, items: Sequence[Attestation], *, sort: bool = True) -> TxReceipt:
-        """Records verdicts, in the contract's (round, subject) order unless ``sort=False``."""
-        ordered = sort_attestations(items) if sort else list(items)
-        return self.transact("attest", [item.to_abi() for item in ordered])
+    def seal_round(self, round: int) -> TxReceipt:
+        """Fixes ``round``'s committee beacon (anyone, once, during its commit phase)."""
+        return self.transact("sealRound", round)
+
+    def seal(self, round: int) -> SealInfo | None:
+        """``round``'s seal, None while it is not sealed."""
+        return SealInfo.from_abi(self._call("seal", round))
+
+    def committee_seat(self, round: int, subject: str, attester: str) -> tuple[bool, int]:
+        """Whether ``attester`` sits on ``subject``'s committee of sealed ``round``, and its vote
+        weight there."""
+        seated, weight = self._call(
+            "committeeSeat", round, to_checksum_address(subject), to_checksum_address(attester)
+        )
+        return bool(seated), int(weight)
+
+    def commit_verdicts(self, round: int, commitment: bytes) -> TxReceipt:
+        """Commits this account's verdicts on ``round`` (``committee.ballot_commitment``)."""
+        return self.transact("commitVerdicts", round, commitment)
+
+    def reveal_verdicts(
+        self, round: int, items: Sequence[VerdictItem], salt: bytes, *, sort: bool = True
+    ) -> TxReceipt:
+        """Reveals the committed verdicts, sorted by subject unless ``sort=False`` (the order must
+        be the committed one: commit sorted items)."""
+        ordered = sort_items(items) if sort else list(items)
+        return self.transact("revealVerdicts", round, [i.to_abi() for i in ordered], salt)
 
     def settle(self, round: int, subject: str) -> TxReceipt:
+        """Settles a flagged (round, subject) after its reveal phase; pays this account a tip."""
         return self.transact("settle", round, to_checksum_address(subject))
 
-    def claim_slashed_funds(self) -> TxReceipt:
-        return self.transact("claimSlashedFunds")
+    def resolve_flag(self, round: int, subject: str, flagger: str) -> TxReceipt:
+        """Resolves ``flagger``'s flag on a settled (round, subject)."""
+        return self.transact(
+            "resolveFlag", round, to_checksum_address(subject), to_checksum_address(flagger)
+        )
+
+    def report_agreement(
+        self, round: int, attester: str, items: Sequence[VerdictItem], index: int
+    ) -> TxReceipt:
+        """Penalizes ``attester``'s agreement ``items[index]`` with an upheld batch; ``items`` are
+        its revealed items, in the revealed order."""
+        encoded = [item.to_abi() for item in items]
+        return self.transact("reportAgreement", round, to_checksum_address(attester), encoded, index)
 
     def verdict(self, round: int, subject: str) -> Verdict:
         return Verdict.from_abi(self._call("verdict", round, to_checksum_address(subject)))
 
-    def unclaimed_slashes(self) -> int:
-        return int(self._call("unclaimedSlashes"))
+    def ballot(self, round: int, attester: str) -> bytes:
+        """The commitment before the reveal, the reveal receipt after, 32 zero bytes if none."""
+        return bytes(self._call("ballot", round, to_checksum_address(attester)))
+
+    def flag_weight(self, round: int, subject: str, flagger: str) -> int:
+        """Vote weight of ``flagger``'s unresolved flag on (round, subject), 0 if none."""
+        return int(
+            self._call(
+                "flagWeight", round, to_checksum_address(subject), to_checksum_address(flagger)
+            )
+        )
+
+    def reward_pool(self, round: int, subject: str) -> int:
+        """Wei of (round, subject)'s slash shared among its winning flaggers."""
+        return int(self._call("rewardPool", round, to_checksum_address(subject)))
+
+    def burned(self) -> int:
+        """Wei slashed or forfeited that nobody can ever take out."""
+        return int(self._call("burned"))
 
     # ------------------------------------------------------------------ views of the configuration
 
-    def parameters(self) -> Parameters:
-        return Parameters.from_abi(self._call("parameters"))
+    def rules_at(self, round: int) -> Rules:
+        """The rules that judge ``round``."""
+        return Rules.from_abi(self._call("rulesAt", round))
+
+    def rules_count(self) -> int:
+        return int(self._call("rulesCount"))
+
+    def rules_by_index(self, index: int) -> Rules:
+        return Rules.from_abi(self._call("rulesByIndex", index))
+
+    def rules_history(self) -> list[Rules]:
+        """Every rules entry, oldest first (the last may still be pending)."""
+        return [self.rules_by_index(i) for i in range(self.rules_count())]
+
+    def min_stake(self) -> int:
+        """Wei needed to register and to keep publishing, in force now."""
+        return int(self._call("minStake"))
 
     def paused(self) -> bool:
         return bool(self._call("paused"))
@@ -269,9 +382,6 @@ class CoordinatorClient:
         pending = str(self._call("pendingOwner"))
         return None if pending == ZERO_ADDRESS else pending
 
-    def treasury(self) -> str:
-        return str(self._call("treasury"))
-
     def domain_separator(self) -> bytes:
         return bytes(self._call("domainSeparator"))
 
@@ -280,26 +390,11 @@ class CoordinatorClient:
 
     # ---------------------------------------------------------------------- administration (owner)
 
-    def set_min_stake(self, wei: int) -> TxReceipt:
-        return self.transact("setMinStake", wei)
-
-    def set_unbonding_period(self, seconds: int) -> TxReceipt:
-        return self.transact("setUnbondingPeriod", seconds)
-
-    def set_grace_rounds(self, rounds: int) -> TxReceipt:
-        return self.transact("setGraceRounds", rounds)
-
-    def set_attestation_window_rounds(self, rounds: int) -> TxReceipt:
-        return self.transact("setAttestationWindowRounds", rounds)
-
-    def set_slash_bps(self, bps: int) -> TxReceipt:
-        return self.transact("setSlashBps", bps)
-
-    def set_dispute_quorum(self, flags: int) -> TxReceipt:
-        return self.transact("setDisputeQuorum", flags)
-
-    def set_treasury(self, treasury: str) -> TxReceipt:
-        return self.transact("setTreasury", to_checksum_address(treasury))
+    def schedule_parameters(self, min_stake: int, rules: Rules) -> TxReceipt:
+        """Schedules ``rules`` and ``min_stake`` from ``current_round() + J + 1`` (replacing a
+        change still pending); the round is in the receipt's ParametersScheduled event and in
+        ``rules_by_index(rules_count() - 1).from_round``."""
+        return self.transact("scheduleParameters", min_stake, rules.to_abi())
 
     def pause(self) -> TxReceipt:
         return self.transact("pause")

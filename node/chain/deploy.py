@@ -29,6 +29,7 @@ __all__ = ["DeployConfig", "account_from_env", "default_out_path", "deploy_coord
 DEFAULT_RPC_URL = "http://127.0.0.1:8545"
 DEFAULT_KEY_ENV = "SWARM_DEPLOYER_KEY"
 LOCAL_CHAIN_IDS = (31337, 1337)
+_ETH_OPTIONS = ("min_stake", "flag_bond")
 
 
 def default_out_path(chain_id: int) -> Path:
@@ -77,7 +78,7 @@ def _config_option(name: str, value_type: Any, **kwargs: Any) -> Callable[[Any],
     """A click option for ``DeployConfig.<name>``: its default and help come from the model."""
     field = DeployConfig.model_fields[name]
     default = field.default if field.default_factory is None else None
-    if name == "min_stake":  # the CLI takes ETH, the model holds wei
+    if name in _ETH_OPTIONS:  # the CLI takes ETH, the model holds wei
         default = format_eth(default).removesuffix(" ETH")
     return click.option(
         f"--{name.replace('_', '-')}",
@@ -121,12 +122,17 @@ def _config_option(name: str, value_type: Any, **kwargs: Any) -> Callable[[Any],
 )
 @_config_option("round_duration", click.IntRange(min=1))
 @_config_option("seed_input", str, callback=_bytes32, metavar="HEX32")
+@_config_option("grace_rounds", click.IntRange(0, 2**16 - 1))
+@_config_option("commit_rounds", click.IntRange(1, 2**16 - 1))
+@_config_option("reveal_rounds", click.IntRange(1, 2**16 - 1))
 @_config_option("min_stake", str, callback=_eth_amount)
-@_config_option("unbonding_period", click.IntRange(min=1))
-@_config_option("grace_rounds", click.IntRange(min=0))
-@_config_option("attestation_window_rounds", click.IntRange(min=1))
+@_config_option("flag_bond", str, callback=_eth_amount)
+@_config_option("committee_size", click.IntRange(1, 2**16 - 1))
+@_config_option("quorum_bps", click.IntRange(5_000, 10_000))
+@_config_option("floor_bps", click.IntRange(0, 10_000))
 @_config_option("slash_bps", click.IntRange(0, 10_000))
-@_config_option("dispute_quorum", click.IntRange(min=1))
+@_config_option("reward_bps", click.IntRange(0, 10_000))
+@_config_option("tip_bps", click.IntRange(0, 10_000))
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
@@ -140,41 +146,37 @@ def main(
     out: Path | None,
     force: bool,
     artifact: Path | None,
-    round_duration: int,
     seed_input: bytes | None,
-    min_stake: int,
-    unbonding_period: int | None,
-    grace_rounds: int,
-    attestation_window_rounds: int,
-    slash_bps: int,
-    dispute_quorum: int,
     timeout: float,
+    **settings: int,
 ) -> None:
     """Deploy a SwarmCoordinator and write its deployment file (what nodes and the indexer load).
 
     The deployer's private key is read from the environment variable named by --key-env; it is never
     accepted on the command line and never printed. The contract comes from the forge build
-    (scripts/bootstrap builds it). The deployer becomes the owner and the treasury.
+    (scripts/bootstrap builds it). The deployer becomes the owner: it may later schedule new rules
+    (in force J + 1 rounds later) and pause registering and publishing; it never controls stake or
+    slashed funds (the part of a slash not paid as reward or tip is burned).
+
+    \b
+    Phases of round r (fixed for good; stake and rules may change):
+      r .. r+grace           peers publish their batches of r
+      the next commit-rounds  r is sealed; its committee members commit verdicts
+      the next reveal-rounds  they reveal them
+      after that             anyone settles a flagged batch of r
 
     \b
     Examples:
       # a local Anvil chain (anvil's first dev key), defaults for everything else
       export SWARM_DEPLOYER_KEY=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
       swarm-deploy
-      # a public testnet: ten-minute rounds, 0.05 ETH stake, 30 % slashing
+      # a public testnet: ten-minute rounds, 0.05 ETH stake, 30 % slashing, committees of 32
       SWARM_RPC_URL=https://sepolia.example.org swarm-deploy --round-duration 600 \\
-          --min-stake 0.05 --slash-bps 3000 --out deployments/sepolia.json
+          --min-stake 0.05 --slash-bps 3000 --committee-size 32 --out deployments/sepolia.json
     """
     try:
         config = DeployConfig(
-            round_duration=round_duration,
-            min_stake=min_stake,
-            unbonding_period=unbonding_period,
-            grace_rounds=grace_rounds,
-            attestation_window_rounds=attestation_window_rounds,
-            slash_bps=slash_bps,
-            dispute_quorum=dispute_quorum,
-            **({"seed_input": seed_input} if seed_input is not None else {}),
+            **settings, **({"seed_input": seed_input} if seed_input is not None else {})
         )
     except ValidationError as exc:
         raise click.UsageError(

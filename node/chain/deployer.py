@@ -5,13 +5,20 @@ and the test fixtures both call it. Defaults (``DeployConfig``) suit a testnet o
 
 - ``round_duration`` 120 s: one round generates, scores, publishes, fetches peers' batches and
   trains; ~1 minute of that on two CPU cores with the shipped model, the rest is slack;
-- ``grace_rounds`` 1: a batch of round r is still accepted during round r+1 (slow nodes);
-- ``attestation_window_rounds`` 2: receivers verify during r+1 and attest by the end of r+2;
-- ``unbonding_period`` 3600 s, and never less than (window + 1) rounds, so a flagged peer cannot
-  leave before its dispute can be settled;
-- ``min_stake`` 0.01 ETH; ``slash_bps`` 1000 (10 % of the stake per lost dispute);
-- ``dispute_quorum`` 2: one flagger alone never slashes anyone;
+- phases (immutable): ``grace_rounds`` 1 (a batch of round r is still accepted during r+1),
+  ``commit_rounds`` 2 (r is sealed and its committees commit during r+2 and r+3),
+  ``reveal_rounds`` 2 (they reveal during r+4 and r+5); r can be settled from r+6, and an exiting
+  peer withdraws J + 1 = 6 rounds after its exit;
+- ``min_stake`` 0.01 ETH; rules of round 0 on: ``flag_bond`` 0.001 ETH per flag,
+  ``committee_size`` 64 expected seats per batch, ``quorum_bps`` 5000 (flags must outweigh
+  agreements), ``floor_bps`` 3334 (and reach a third of the other peers' weight),
+  ``slash_bps`` 1000 (10 % of the stake), ``reward_bps`` 5000 (half the slash to the flaggers),
+  ``tip_bps`` 500 (5 % to whoever settles); the rest of a slash is burned;
 - ``seed_input`` random: the deployer's contribution to the genesis seed, kept in the record.
+
+The constructor's arguments are matched by name against the artifact's ABI (``roundDuration``,
+``seedInput``, the ``Phases`` and ``Rules`` tuples' fields, ``minStake``...), so the encoding
+follows the contract's declaration.
 """
 
 from __future__ import annotations
@@ -26,18 +33,17 @@ from eth_account.signers.local import LocalAccount
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from web3 import Web3
 
-from node.chain.abi import abi_sha256, artifact_bytecode, load_artifact
+from node.chain.abi import abi_sha256, abi_type_string, artifact_bytecode, load_artifact, snake_case
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.errors import ArtifactMissing, InsufficientFunds
-from node.chain.models import Bytes32, Parameters, TxReceipt
+from node.chain.models import Bytes32, Phases, Rules, TxReceipt
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 from node.chain.transactions import TransactionSender
 from node.chain.units import format_duration, format_eth
 
-_PARAMS_TUPLE = "(uint96,uint32,uint16,uint16,uint16,uint16,bool)"
-
 Progress = Callable[[str], None]
+_BPS = 10_000
 
 
 class DeployConfig(BaseModel):
@@ -52,70 +58,107 @@ class DeployConfig(BaseModel):
         default_factory=lambda: secrets.token_bytes(32),
         description="Deployer's 32-byte contribution to the genesis seed [default: random].",
     )
+    grace_rounds: int = Field(
+        1, ge=0, lt=2**16, description="Rounds after round r during which a batch of r is taken."
+    )
+    commit_rounds: int = Field(
+        2, ge=1, lt=2**16, description="Rounds in which r is sealed and verdicts on it committed."
+    )
+    reveal_rounds: int = Field(
+        2, ge=1, lt=2**16, description="Rounds in which committed verdicts on r are revealed."
+    )
     min_stake: int = Field(
         10**16,
         gt=0,
         lt=2**96,
         description="Minimum stake to register: wei here, ETH (or 'N wei') on the command line.",
     )
-    unbonding_period: int | None = Field(
-        None,
-        description="Seconds between request-exit and withdraw "
-        "[default: max(3600, (window + 1) rounds)].",
-    )
-    grace_rounds: int = Field(
-        1,
-        ge=0,
-        lt=2**16,
-        description="Rounds after round r during which a batch for r is still accepted.",
-    )
-    attestation_window_rounds: int = Field(
-        2,
+    flag_bond: int = Field(
+        10**15,
         gt=0,
-        lt=2**16,
-        description="Rounds after round r during which r may be attested; settling comes after.",
+        lt=2**96,
+        description="Bond locked per flag, lost to the subject if the flag loses; also what an "
+        "agreement with an upheld batch costs (wei here, ETH on the command line).",
+    )
+    committee_size: int = Field(
+        64, ge=1, lt=2**16, description="Expected committee seats per batch."
+    )
+    quorum_bps: int = Field(
+        5000, ge=5000, le=_BPS, description="Flags win above this share of the weight that voted."
+    )
+    floor_bps: int = Field(
+        3334,
+        ge=0,
+        le=_BPS,
+        description="...and when they reach this share of all judging weight but the subject's.",
     )
     slash_bps: int = Field(
-        1000,
-        ge=0,
-        le=10_000,
-        description="Share of stake slashed by a lost dispute, in basis points.",
+        1000, ge=0, le=_BPS, description="Share of the subject's stake slashed when flags win."
     )
-    dispute_quorum: int = Field(
-        2,
-        gt=0,
-        lt=2**16,
-        description="Flags needed (and more flags than agreements) to slash.",
+    reward_bps: int = Field(
+        5000, ge=0, le=_BPS, description="Share of a slash paid to the winning flaggers."
+    )
+    tip_bps: int = Field(
+        500,
+        ge=0,
+        le=_BPS,
+        description="Share of a slash paid to its settler (and of an agreement penalty to its "
+        "reporter); the rest of a slash is burned.",
     )
 
     @model_validator(mode="after")
     def _cross_checks(self) -> DeployConfig:
-        problems = self.parameters().problems(self.round_duration)
-        if problems:
-            raise ValueError("; ".join(problems))
+        self.rules()  # raises on reward_bps + tip_bps > 10000
         return self
 
-    def resolved_unbonding_period(self) -> int:
-        if self.unbonding_period is not None:
-            return self.unbonding_period
-        return max(3600, (self.attestation_window_rounds + 1) * self.round_duration)
-
-    def parameters(self) -> Parameters:
-        return Parameters(
-            min_stake=self.min_stake,
-            unbonding_period=self.resolved_unbonding_period(),
+    def phases(self) -> Phases:
+        return Phases(
             grace_rounds=self.grace_rounds,
-            attestation_window_rounds=self.attestation_window_rounds,
-            slash_bps=self.slash_bps,
-            dispute_quorum=self.dispute_quorum,
+            commit_rounds=self.commit_rounds,
+            reveal_rounds=self.reveal_rounds,
         )
+
+    def rules(self) -> Rules:
+        """The rules of round 0 on (``from_round`` 0)."""
+        return Rules(
+            from_round=0,
+            flag_bond=self.flag_bond,
+            committee_size=self.committee_size,
+            quorum_bps=self.quorum_bps,
+            floor_bps=self.floor_bps,
+            slash_bps=self.slash_bps,
+            reward_bps=self.reward_bps,
+            tip_bps=self.tip_bps,
+        )
+
+    def constructor_values(self) -> dict[str, Any]:
+        """Every value a constructor may ask for, by snake_case name."""
+        values: dict[str, Any] = self.model_dump()
+        values |= {"from_round": 0, "phases": self.phases(), "rules": self.rules()}
+        return values
+
+
+def _argument(item: dict[str, Any], values: dict[str, Any]) -> Any:
+    """The value of one constructor input (a tuple is built from its components' names)."""
+    if item["type"] == "tuple":
+        return tuple(_argument(component, values) for component in item["components"])
+    name = snake_case(str(item["name"]).strip("_"))
+    if name not in values:
+        raise ArtifactMissing(
+            f"the contract's constructor takes {item['name']!r}, which DeployConfig does not "
+            "know: this software does not match the contract build"
+        )
+    return values[name]
 
 
 def constructor_data(artifact: dict[str, Any], config: DeployConfig) -> bytes:
-    """Creation code followed by the ABI-encoded ``(roundDuration_, seedInput, params)``."""
+    """Creation code followed by the ABI-encoded constructor arguments, matched by name."""
+    inputs = next(
+        (item["inputs"] for item in artifact["abi"] if item["type"] == "constructor"), []
+    )
+    values = config.constructor_values()
     args = encode(
-        ["uint64", "bytes32", _PARAMS_TUPLE],
-        [config.round_duration, config.seed_input, config.parameters().to_abi()],
+        [abi_type_string(item) for item in inputs], [_argument(item, values) for item in inputs]
     )
     return artifact_bytecode(artifact) + args
 
@@ -210,5 +253,7 @@ def _record(
         round_duration=client.round_duration(),
         genesis_seed="0x" + client.genesis_seed().hex(),
         seed_input="0x" + config.seed_input.hex(),
-        parameters=client.parameters(),
+        phases=client.phases(),
+        min_stake=client.min_stake(),
+        rules=client.rules_at(0),
     )

@@ -4,7 +4,10 @@ Written by ``swarm-deploy``, read by nodes and the indexer. Loading checks the f
 against the ABI committed in this package, so a node never talks to a contract through the wrong
 ABI: a mismatch asks for the deployment file that goes with this version of the software.
 
-    {"schema": "swarm.deployment/1", "chain_id": 31337, "coordinator": "0x...", ...}
+    {"schema": "swarm.deployment/2", "chain_id": 31337, "coordinator": "0x...", ...}
+
+Schema 2 (protocol v2) records the immutable ``phases`` and the ``min_stake`` and ``rules`` in
+force at deployment (later rules are on chain: ``rulesAt``).
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ from pydantic import Field, ValidationError
 
 from node.chain.abi import abi_sha256
 from node.chain.errors import DeploymentFileError
-from node.chain.models import Address, FrozenModel, HashHex, Parameters
+from node.chain.models import Address, FrozenModel, HashHex, Phases, Rules
 
-SCHEMA: Final = "swarm.deployment/1"
+SCHEMA: Final = "swarm.deployment/2"
 
 
 class Deployment(FrozenModel):
     """One deployed SwarmCoordinator."""
 
-    schema_: Literal["swarm.deployment/1"] = Field(default=SCHEMA, alias="schema")
+    schema_: Literal["swarm.deployment/2"] = Field(default=SCHEMA, alias="schema")
     chain_id: int = Field(
         gt=0, description="EIP-155 chain id of the chain the coordinator lives on."
     )
@@ -37,7 +40,7 @@ class Deployment(FrozenModel):
     )
     block_hash: HashHex = Field(description="Hash of that block (detects a chain that was reset).")
     tx_hash: HashHex = Field(description="The creation transaction.")
-    deployer: Address = Field(description="Account that deployed (initial owner and treasury).")
+    deployer: Address = Field(description="Account that deployed (the initial owner).")
     abi_sha256: str = Field(
         pattern=r"^0x[0-9a-f]{64}$", description="SHA-256 of the ABI's canonical JSON."
     )
@@ -47,8 +50,10 @@ class Deployment(FrozenModel):
         description="The contract's genesisSeed (round seeds derive from it)."
     )
     seed_input: HashHex = Field(description="The deployer's contribution to the genesis seed.")
-    parameters: Parameters = Field(
-        description="Parameters at deployment (the owner may change them later)."
+    phases: Phases = Field(description="Grace, commit and reveal rounds (immutable).")
+    min_stake: int = Field(gt=0, lt=2**96, description="Minimum stake at deployment (wei).")
+    rules: Rules = Field(
+        description="Rules at deployment (the owner may schedule others: rulesAt on chain)."
     )
 
     model_config = FrozenModel.model_config | {"populate_by_name": True}

@@ -1,11 +1,16 @@
 """EIP-712 typed data of the swarm protocol: hashing, signing, recovering (docs/PROTOCOL.md,
 "EIP-712").
 
-Domain: name "SwarmCoordinator", version "1", the chain id and the coordinator's address. Types:
+Domain: name "SwarmCoordinator", version "2", the chain id, the coordinator's address and, as
+``salt``, the deployment's genesis seed (so a signature made for one deployment never verifies on
+another, even at the same address after a chain reset). Types:
 
     Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,
-            int64 rewardSum)
+            int64 rewardSum,address relayer,uint64 deadline)
     RolloutBatch(address peer,uint64 round,bytes32 bodyHash)
+
+``relayer`` zero lets anyone relay a Publish, otherwise only that address; ``deadline`` is the last
+unix time (inclusive) at which it may be relayed.
 
 The hashes are computed here directly (``keccak256(abi.encode(typeHash, fields...))``), as the
 contract does; the tests check them against eth-account's generic encoder and the contract's
@@ -16,6 +21,7 @@ what the contract's ``publishRolloutsFor`` accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from eth_abi import encode
 from eth_account import Account
@@ -23,12 +29,17 @@ from eth_account.messages import SignableMessage
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 
+ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+
 DOMAIN_NAME = "SwarmCoordinator"
-DOMAIN_VERSION = "1"
-DOMAIN_TYPE = "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+DOMAIN_VERSION = "2"
+DOMAIN_TYPE = (
+    "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract,"
+    "bytes32 salt)"
+)
 PUBLISH_TYPE = (
     "Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,"
-    "int64 rewardSum)"
+    "int64 rewardSum,address relayer,uint64 deadline)"
 )
 ROLLOUT_BATCH_TYPE = "RolloutBatch(address peer,uint64 round,bytes32 bodyHash)"
 
@@ -43,21 +54,37 @@ class Domain:
 
     chain_id: int
     verifying_contract: str
+    salt: bytes
+
+    def __post_init__(self) -> None:
+        if len(self.salt) != 32:
+            raise ValueError(f"the domain salt (genesis seed) is 32 bytes, got {len(self.salt)}")
 
     @property
     def separator(self) -> bytes:
-        """``keccak256(abi.encode(DOMAIN_TYPEHASH, nameHash, versionHash, chainId, contract))``."""
+        """``keccak256(abi.encode(DOMAIN_TYPEHASH, nameHash, versionHash, chainId, contract,
+        salt))``."""
         return keccak(
             encode(
-                ["bytes32", "bytes32", "bytes32", "uint256", "address"],
+                ["bytes32", "bytes32", "bytes32", "uint256", "address", "bytes32"],
                 [
                     DOMAIN_TYPEHASH,
                     keccak(text=DOMAIN_NAME),
                     keccak(text=DOMAIN_VERSION),
                     self.chain_id,
                     to_checksum_address(self.verifying_contract),
+                    self.salt,
                 ],
             )
+        )
+
+    @classmethod
+    def of_deployment(cls, deployment: Any) -> Domain:
+        """The domain of a deployment record (its chain id, coordinator and genesis seed)."""
+        return cls(
+            chain_id=deployment.chain_id,
+            verifying_contract=deployment.coordinator,
+            salt=bytes.fromhex(deployment.genesis_seed.removeprefix("0x")),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -67,16 +94,34 @@ class Domain:
             "version": DOMAIN_VERSION,
             "chainId": self.chain_id,
             "verifyingContract": to_checksum_address(self.verifying_contract),
+            "salt": self.salt,
         }
 
 
 def publish_struct_hash(
-    peer: str, round: int, digest: bytes, groups: int, completions: int, reward_sum: int
+    peer: str,
+    round: int,
+    digest: bytes,
+    groups: int,
+    completions: int,
+    reward_sum: int,
+    relayer: str,
+    deadline: int,
 ) -> bytes:
-    """hashStruct of a ``Publish`` message."""
+    """hashStruct of a ``Publish`` message (``relayer`` ZERO_ADDRESS: anyone may relay)."""
     return keccak(
         encode(
-            ["bytes32", "address", "uint64", "bytes32", "uint32", "uint32", "int64"],
+            [
+                "bytes32",
+                "address",
+                "uint64",
+                "bytes32",
+                "uint32",
+                "uint32",
+                "int64",
+                "address",
+                "uint64",
+            ],
             [
                 PUBLISH_TYPEHASH,
                 to_checksum_address(peer),
@@ -85,6 +130,8 @@ def publish_struct_hash(
                 groups,
                 completions,
                 reward_sum,
+                to_checksum_address(relayer),
+                deadline,
             ],
         )
     )
@@ -130,10 +177,13 @@ def sign_publish(
     groups: int,
     completions: int,
     reward_sum: int,
+    relayer: str = ZERO_ADDRESS,
+    deadline: int,
 ) -> bytes:
-    """The peer's signature that lets a sponsor call ``publishRolloutsFor`` on its behalf."""
+    """The peer's signature that lets ``relayer`` (anyone, if zero) call ``publishRolloutsFor`` on
+    its behalf until unix time ``deadline`` (inclusive)."""
     struct_hash = publish_struct_hash(
-        account.address, round, digest, groups, completions, reward_sum
+        account.address, round, digest, groups, completions, reward_sum, relayer, deadline
     )
     return sign_struct(account, domain, struct_hash)
 

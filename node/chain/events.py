@@ -25,9 +25,18 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 from web3.types import FilterParams
 
-from node.chain.abi import load_abi, snake_case
+from node.chain.abi import abi_type_string, load_abi, snake_case
 from node.chain.errors import RpcError
-from node.chain.models import Address, Bytes32, FrozenModel, HashHex, HexBytes
+from node.chain.models import (
+    Address,
+    Bytes20,
+    Bytes32,
+    FrozenModel,
+    HashHex,
+    HexBytes,
+    Rules,
+    VerdictItem,
+)
 from node.chain.rpc import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -77,12 +86,14 @@ class StakeAdded(ChainEvent):
     peer: Address
     amount: int
     total_stake: int
+    counts_from_round: int = Field(description="First round in which the amount is voting weight.")
 
 
 class ExitRequested(ChainEvent):
     event = "ExitRequested"
     peer: Address
-    withdrawable_at: int
+    exit_round: int
+    withdrawable_from_round: int = Field(description="First round in which withdraw can succeed.")
 
 
 class Withdrawn(ChainEvent):
@@ -104,12 +115,59 @@ class RolloutsPublished(ChainEvent):
     )
 
 
-class Attested(ChainEvent):
-    event = "Attested"
+class EndpointAnnounced(ChainEvent):
+    event = "EndpointAnnounced"
+    peer: Address
+    endpoint: HexBytes = Field(
+        description="The announced bytes as given (node.storage.endpoint parses them); empty "
+        "withdraws the peer's endpoint."
+    )
+
+
+class RoundSealed(ChainEvent):
+    event = "RoundSealed"
+    round: int
+    beacon: Bytes20
+    total_weight: int
+
+
+class VerdictsCommitted(ChainEvent):
+    event = "VerdictsCommitted"
+    round: int
+    attester: Address
+
+
+class VerdictRevealed(ChainEvent):
+    event = "VerdictRevealed"
     round: int
     subject: Address
     attester: Address
-    digest: Bytes32
+    checked: int
+    agreed: int
+    verified_reward_sum: int
+    weight: int = Field(description="The attester's vote weight on this batch.")
+
+    @property
+    def is_flag(self) -> bool:
+        return self.agreed < self.checked
+
+    def item(self) -> VerdictItem:
+        """The revealed item as the attester passed it."""
+        return VerdictItem(
+            subject=self.subject,
+            checked=self.checked,
+            agreed=self.agreed,
+            verified_reward_sum=self.verified_reward_sum,
+        )
+
+
+class VerdictIgnored(ChainEvent):
+    """A revealed item that did not count (the attester held no seat on the subject's committee)."""
+
+    event = "VerdictIgnored"
+    round: int
+    subject: Address
+    attester: Address
     checked: int
     agreed: int
     verified_reward_sum: int
@@ -118,30 +176,60 @@ class Attested(ChainEvent):
     def is_flag(self) -> bool:
         return self.agreed < self.checked
 
+    def item(self) -> VerdictItem:
+        """The revealed item as the attester passed it."""
+        return VerdictItem(
+            subject=self.subject,
+            checked=self.checked,
+            agreed=self.agreed,
+            verified_reward_sum=self.verified_reward_sum,
+        )
+
 
 class DisputeSettled(ChainEvent):
     event = "DisputeSettled"
     round: int
     subject: Address
     slashed: bool
-    amount: int
-    flags: int
-    agreements: int
+    amount: int = Field(description="Wei slashed from the subject (0 when rejected).")
+    flag_weight: int
+    agree_weight: int
+    settler: Address
+    tip: int = Field(description="Wei of the slash paid to the settler.")
 
 
-class ParametersChanged(ChainEvent):
-    event = "ParametersChanged"
-    name: str = Field(description="Parameter name (the bytes32 topic as text, e.g. 'minStake').")
-    value: int
-
-
-class EndpointAnnounced(ChainEvent):
-    event = "EndpointAnnounced"
-    peer: Address
-    endpoint: HexBytes = Field(
-        description="The announced bytes as given (node.storage.endpoint parses them); empty "
-        "withdraws the peer's endpoint."
+class FlagResolved(ChainEvent):
+    event = "FlagResolved"
+    round: int
+    subject: Address
+    flagger: Address
+    upheld: bool
+    amount: int = Field(
+        description="Upheld: the flagger's share of the slash; rejected: its forfeited bond."
     )
+
+
+class AgreementPenalized(ChainEvent):
+    event = "AgreementPenalized"
+    round: int
+    subject: Address
+    attester: Address
+    reporter: Address
+    amount: int
+    reporter_share: int
+
+
+class ParametersScheduled(ChainEvent):
+    event = "ParametersScheduled"
+    from_round: int
+    min_stake: int
+    rules: Rules
+
+
+class Claimed(ChainEvent):
+    event = "Claimed"
+    account: Address
+    amount: int
 
 
 class Paused(ChainEvent):
@@ -166,28 +254,24 @@ class OwnershipTransferred(ChainEvent):
     new_owner: Address
 
 
-class TreasuryChanged(ChainEvent):
-    event = "TreasuryChanged"
-    treasury: Address
-
-
-class SlashedFundsClaimed(ChainEvent):
-    event = "SlashedFundsClaimed"
-    treasury: Address
-    amount: int
-
-
 EVENT_TYPES: dict[str, type[ChainEvent]] = {cls.event: cls for cls in ChainEvent.__subclasses__()}
+#: The events of the protocol itself (the rest are administration).
 PROTOCOL_EVENTS: tuple[type[ChainEvent], ...] = (
     PeerRegistered,
     StakeAdded,
     ExitRequested,
     Withdrawn,
     RolloutsPublished,
-    Attested,
-    DisputeSettled,
-    ParametersChanged,
     EndpointAnnounced,
+    RoundSealed,
+    VerdictsCommitted,
+    VerdictRevealed,
+    VerdictIgnored,
+    DisputeSettled,
+    FlagResolved,
+    AgreementPenalized,
+    ParametersScheduled,
+    Claimed,
 )
 
 # ---------------------------------------------------------------------------------------- decoding
@@ -200,10 +284,12 @@ class _EventSpec:
         self.name = abi["name"]
         self.cls = EVENT_TYPES[self.name]
         self.topic0 = bytes(event_abi_to_log_topic(cast(ABIEvent, abi)))
-        self.inputs = [(snake_case(i["name"]), i["type"], i["indexed"]) for i in abi["inputs"]]
+        self.inputs = [
+            (snake_case(i["name"]), abi_type_string(i), i["indexed"]) for i in abi["inputs"]
+        ]
         indexed = [name for name, _, is_indexed in self.inputs if is_indexed]
         self.round_topic = indexed.index("round") + 1 if "round" in indexed else None
-        peer_names = [n for n in ("peer", "subject") if n in indexed]
+        peer_names = [n for n in ("peer", "subject", "attester") if n in indexed]
         self.peer_topic = indexed.index(peer_names[0]) + 1 if peer_names else None
 
     def decode(self, log: Any) -> ChainEvent:
@@ -231,8 +317,8 @@ def _python_value(event: str, name: str, abi_type: str, value: Any) -> Any:
         if event == "RolloutsPublished" and name == "relayer" and int(address, 16) == 0:
             return None
         return address
-    if event == "ParametersChanged" and name == "name":
-        return value.rstrip(b"\0").decode("utf-8", "replace")
+    if event == "ParametersScheduled" and name == "rules":
+        return Rules.from_abi(value)
     return value
 
 
@@ -283,8 +369,9 @@ class EventReader:
         """All matching events in ``[from_block, to_block]``, in chain order.
 
         ``events`` restricts the types (default: all). With ``round``, only events indexed by round
-        (RolloutsPublished, Attested, DisputeSettled) can match; with ``peer``, only events indexed
-        by a peer or subject.
+        (RolloutsPublished, RoundSealed, VerdictsCommitted, VerdictRevealed, VerdictIgnored,
+        DisputeSettled, FlagResolved, AgreementPenalized) can match; with ``peer``, only events
+        indexed by a peer, a subject or (for VerdictsCommitted) an attester.
         """
         found = [
             event

@@ -1,4 +1,4 @@
-"""Typed values of the coordinator's ABI: peers, attestations, verdicts, parameters, receipts.
+"""Typed values of the coordinator's ABI: peers, phases, rules, verdicts, seals, receipts.
 
 Pydantic models, frozen and validated (integer ranges of the Solidity types, checksummed addresses,
 32-byte hashes), each with ``from_abi`` / ``to_abi`` to cross the ABI boundary. In JSON, bytes32
@@ -8,12 +8,12 @@ encodings").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from eth_utils import is_address, to_checksum_address
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 
@@ -28,7 +28,7 @@ def _checksum(value: Any) -> str:
 
 def _bytes32(value: Any) -> bytes:
     if isinstance(value, str):
-        text = value[2:] if value.startswith("0x") else value
+        text = value.removeprefix("0x")
         try:
             value = bytes.fromhex(text)
         except ValueError:
@@ -47,7 +47,15 @@ def _hex_bytes(value: Any) -> bytes:
         except ValueError:
             raise ValueError(f"not hex: {value!r}") from None
     if not isinstance(value, (bytes, bytearray)):
-        raise ValueError(f"expected bytes, got {value!r}")
+        raise ValueError(f"expected bytes, got {value!r}")  # noqa: TRY004 - pydantic wants it
+    return bytes(value)
+
+
+def _bytes20(value: Any) -> bytes:
+    if isinstance(value, str):
+        value = _hex_bytes(value)
+    if not isinstance(value, (bytes, bytearray)) or len(value) != 20:
+        raise ValueError(f"expected 20 bytes, got {value!r}")
     return bytes(value)
 
 
@@ -59,12 +67,16 @@ Address = Annotated[str, BeforeValidator(_checksum)]
 Bytes32 = Annotated[
     bytes, BeforeValidator(_bytes32), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)
 ]
+Bytes20 = Annotated[
+    bytes, BeforeValidator(_bytes20), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)
+]
 HashHex = Annotated[str, BeforeValidator(_hash_hex)]
 #: Bytes of any length, ``0x`` + lower-case hex in JSON (and read back from it).
 HexBytes = Annotated[
     bytes, BeforeValidator(_hex_bytes), PlainSerializer(lambda b: "0x" + b.hex(), return_type=str)
 ]
 Uint16 = Annotated[int, Field(ge=0, lt=2**16)]
+Uint24 = Annotated[int, Field(ge=0, lt=2**24)]
 Uint32 = Annotated[int, Field(ge=0, lt=2**32)]
 Uint64 = Annotated[int, Field(ge=0, lt=2**64)]
 Uint96 = Annotated[int, Field(ge=0, lt=2**96)]
@@ -87,41 +99,216 @@ class PeerStatus(IntEnum):
 class PeerInfo(FrozenModel):
     """A peer's on-chain record (``peerInfo(address)``)."""
 
-    stake: Uint96 = Field(description="Wei staked now (after any slashes).")
-    withdrawable_at: Uint64 = Field(
-        description="Unix time from which an exiting peer may withdraw; 0 if active."
+    stake: Uint96 = Field(description="Wei held for the peer, pending part included.")
+    pending_stake: Uint96 = Field(
+        description="Part of stake deposited recently, not voting weight before pending_from."
     )
-    next_attest_round: Uint64 = Field(description="Lowest round this peer may still attest for.")
-    open_disputes: int = Field(
-        ge=0, lt=2**24, description="Flagged rounds of this peer not settled yet."
-    )
+    pending_from: Uint64 = Field(description="First round in which pending_stake counts.")
+    locked_bonds: Uint96 = Field(description="Wei of stake locked by unresolved flags.")
+    exit_round: Uint64 = Field(description="Round of requestExit (0 while active).")
+    open_disputes: Uint32 = Field(description="Flagged rounds of this peer not settled yet.")
+    open_flags: Uint32 = Field(description="Flags this peer revealed that are not resolved.")
     status: PeerStatus
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "stake",
+        "pending_stake",
+        "pending_from",
+        "locked_bonds",
+        "exit_round",
+        "open_disputes",
+        "open_flags",
+        "status",
+    )
 
     @classmethod
     def from_abi(cls, values: Sequence[Any]) -> PeerInfo:
-        stake, withdrawable_at, next_attest_round, open_disputes, status = values
-        return cls(
-            stake=stake,
-            withdrawable_at=withdrawable_at,
-            next_attest_round=next_attest_round,
-            open_disputes=open_disputes,
-            status=PeerStatus(status),
-        )
+        fields = dict(zip(cls._FIELDS, values, strict=True))
+        return cls(**(fields | {"status": PeerStatus(fields["status"])}))
 
     @property
     def is_active(self) -> bool:
         return self.status is PeerStatus.ACTIVE
 
+    @property
+    def free_stake(self) -> int:
+        """Stake not locked by open flags (what a new flag's bond can lock)."""
+        return self.stake - self.locked_bonds
 
-class Attestation(FrozenModel):
-    """One peer's verdict on another peer's batch (Solidity ``Attestation``).
+    def counted_stake(self, round: int) -> int:
+        """The stake that counts for ``round`` (the contract's weightAt before the status rule)."""
+        return self.stake - (self.pending_stake if round < self.pending_from else 0)
+
+
+class Phases(FrozenModel):
+    """The immutable round phases (``graceRounds``, ``commitRounds``, ``revealRounds``).
+
+    Round r: publish r .. r+g; seal and commit r+g+1 .. r+g+c; reveal r+g+c+1 .. r+J;
+    settle from r+J+1 (J = g + c + v, ``judging_rounds``).
+    """
+
+    grace_rounds: Uint16 = Field(description="Rounds after r during which a batch of r is taken.")
+    commit_rounds: Uint16 = Field(gt=0, description="Rounds to seal r and commit verdicts on it.")
+    reveal_rounds: Uint16 = Field(gt=0, description="Rounds to reveal committed verdicts on r.")
+
+    @classmethod
+    def from_abi(cls, values: Sequence[Any]) -> Phases:
+        grace, commit, reveal = values
+        return cls(grace_rounds=grace, commit_rounds=commit, reveal_rounds=reveal)
+
+    def to_abi(self) -> tuple[int, int, int]:
+        return (self.grace_rounds, self.commit_rounds, self.reveal_rounds)
+
+    @property
+    def judging_rounds(self) -> int:
+        """J = grace + commit + reveal: rounds after r until r can no longer be judged."""
+        return self.grace_rounds + self.commit_rounds + self.reveal_rounds
+
+    def publish_phase(self, round: int) -> range:
+        """Rounds during which a batch of ``round`` is accepted."""
+        return range(round, round + self.grace_rounds + 1)
+
+    def commit_phase(self, round: int) -> range:
+        """Rounds during which ``round`` is sealed and verdicts on it are committed."""
+        start = round + self.grace_rounds + 1
+        return range(start, start + self.commit_rounds)
+
+    def reveal_phase(self, round: int) -> range:
+        """Rounds during which committed verdicts on ``round`` are revealed."""
+        start = round + self.grace_rounds + self.commit_rounds + 1
+        return range(start, start + self.reveal_rounds)
+
+    def settleable_from(self, round: int) -> int:
+        """First round in which a flagged batch of ``round`` can be settled."""
+        return round + self.judging_rounds + 1
+
+    def withdrawable_from(self, exit_round: int) -> int:
+        """First round in which a peer that exited in ``exit_round`` may withdraw."""
+        return exit_round + self.judging_rounds + 1
+
+    def committing_rounds(self, current: int) -> range:
+        """The rounds whose commit phase contains ``current`` (oldest first)."""
+        last = current - self.grace_rounds - 1
+        return range(max(0, last - self.commit_rounds + 1), max(0, last + 1))
+
+    def revealing_rounds(self, current: int) -> range:
+        """The rounds whose reveal phase contains ``current`` (oldest first)."""
+        last = current - self.grace_rounds - self.commit_rounds - 1
+        return range(max(0, last - self.reveal_rounds + 1), max(0, last + 1))
+
+
+_MAX_BPS = 10_000
+
+
+class Rules(FrozenModel):
+    """The rules that judge a round (Solidity ``Rules``; ``rulesAt(round)``).
+
+    ``from_round`` is set by the contract when rules are scheduled (any value passed is ignored).
+    """
+
+    from_round: Uint64 = Field(0, description="First round these rules govern (set on chain).")
+    flag_bond: Uint96 = Field(gt=0, description="Wei locked per flag, forfeited if it loses.")
+    committee_size: Uint16 = Field(ge=1, description="Expected committee seats per batch (k).")
+    quorum_bps: Uint16 = Field(
+        ge=5_000, le=_MAX_BPS, description="Flags win above this share of the voted weight."
+    )
+    floor_bps: Uint16 = Field(
+        le=_MAX_BPS, description="...and at this share of the judging weight but the subject's."
+    )
+    slash_bps: Uint16 = Field(le=_MAX_BPS, description="Share of the stake slashed when upheld.")
+    reward_bps: Uint16 = Field(le=_MAX_BPS, description="Share of a slash paid to the flaggers.")
+    tip_bps: Uint16 = Field(
+        le=_MAX_BPS, description="Share of a slash (or penalty) paid to its settler (reporter)."
+    )
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "from_round",
+        "flag_bond",
+        "committee_size",
+        "quorum_bps",
+        "floor_bps",
+        "slash_bps",
+        "reward_bps",
+        "tip_bps",
+    )
+
+    @model_validator(mode="after")
+    def _shares_fit(self) -> Rules:
+        if self.reward_bps + self.tip_bps > _MAX_BPS:
+            raise ValueError(
+                f"reward_bps + tip_bps ({self.reward_bps} + {self.tip_bps}) must not exceed 10000"
+            )
+        return self
+
+    @classmethod
+    def from_abi(cls, values: Sequence[Any]) -> Rules:
+        return cls(**dict(zip(cls._FIELDS, values, strict=True)))
+
+    def to_abi(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+
+class VerdictState(IntEnum):
+    """State of one (round, subject) publication and its verdict (Solidity ``VerdictState``)."""
+
+    NONE = 0
+    PUBLISHED = 1
+    UPHELD = 2
+    REJECTED = 3
+
+
+class Verdict(FrozenModel):
+    """Tally of one (round, subject) (``verdict(round, subject)``)."""
+
+    flag_weight: Uint96 = Field(description="Vote weight of the revealed flags.")
+    agree_weight: Uint96 = Field(description="Vote weight of the revealed agreements.")
+    flaggers: Uint24 = Field(description="Number of revealed flags.")
+    agreers: Uint24 = Field(description="Number of revealed agreements.")
+    state: VerdictState
+
+    @classmethod
+    def from_abi(cls, values: Sequence[Any]) -> Verdict:
+        flag_weight, agree_weight, flaggers, agreers, state = values
+        return cls(
+            flag_weight=flag_weight,
+            agree_weight=agree_weight,
+            flaggers=flaggers,
+            agreers=agreers,
+            state=VerdictState(state),
+        )
+
+    @property
+    def published(self) -> bool:
+        """Whether the subject published a batch for the round."""
+        return self.state is not VerdictState.NONE
+
+    @property
+    def settled(self) -> bool:
+        return self.state in (VerdictState.UPHELD, VerdictState.REJECTED)
+
+
+class SealInfo(FrozenModel):
+    """A sealed round's committee draw (``seal(round)``)."""
+
+    beacon: Bytes20 = Field(description="Randomness fixed when the round was sealed.")
+    total_weight: Uint96 = Field(description="Judging weight of all peers for the round (T).")
+
+    @classmethod
+    def from_abi(cls, values: Sequence[Any]) -> SealInfo | None:
+        """The seal, None when the round is not sealed (zero beacon and weight)."""
+        beacon, total_weight = bytes(values[0]), int(values[1])
+        if total_weight == 0 and not any(beacon):
+            return None
+        return cls(beacon=beacon, total_weight=total_weight)
+
+
+class VerdictItem(FrozenModel):
+    """One committee member's verdict on one batch (Solidity ``VerdictItem``).
 
     A *flag* when ``agreed < checked``, an *agreement* otherwise.
     """
 
-    round: Uint64
     subject: Address
-    digest: Bytes32
     checked: Uint32 = Field(description="Completions re-scored (> 0).")
     agreed: Uint32 = Field(description="Completions whose claimed reward matched (<= checked).")
     verified_reward_sum: Int64 = Field(description="Sum of the attester's own scores, milli-units.")
@@ -130,19 +317,19 @@ class Attestation(FrozenModel):
     def is_flag(self) -> bool:
         return self.agreed < self.checked
 
-    def sort_key(self) -> tuple[int, int]:
-        """The contract's order: round, then subject as a number."""
-        return (self.round, int(self.subject, 16))
+    def sort_key(self) -> int:
+        """The contract's order: subject as a number."""
+        return int(self.subject, 16)
 
-    def to_abi(self) -> tuple[Any, ...]:
-        return (
-            self.round,
-            self.subject,
-            self.digest,
-            self.checked,
-            self.agreed,
-            self.verified_reward_sum,
+    @classmethod
+    def from_abi(cls, values: Sequence[Any]) -> VerdictItem:
+        subject, checked, agreed, verified_reward_sum = values
+        return cls(
+            subject=subject, checked=checked, agreed=agreed, verified_reward_sum=verified_reward_sum
         )
+
+    def to_abi(self) -> tuple[str, int, int, int]:
+        return (self.subject, self.checked, self.agreed, self.verified_reward_sum)
 
 
 def median_milli(values: Sequence[int]) -> int | None:
@@ -156,87 +343,6 @@ def median_milli(values: Sequence[int]) -> int | None:
     if len(ordered) % 2:
         return ordered[middle]
     return (ordered[middle - 1] + ordered[middle]) // 2
-
-
-def sort_attestations(items: Iterable[Attestation]) -> list[Attestation]:
-    """Items in the strictly ascending (round, subject) order ``attest`` requires."""
-    return sorted(items, key=Attestation.sort_key)
-
-
-class Verdict(FrozenModel):
-    """Attestation tally of one (round, subject) (``verdict(round, subject)``)."""
-
-    flags: Uint32
-    agreements: Uint32
-    settled: bool
-
-    @classmethod
-    def from_abi(cls, values: Sequence[Any]) -> Verdict:
-        flags, agreements, settled = values
-        return cls(flags=flags, agreements=agreements, settled=settled)
-
-
-class Parameters(FrozenModel):
-    """Owner-settable parameters (``parameters()``; the constructor's ``params``)."""
-
-    min_stake: Uint96 = Field(gt=0, description="Wei needed to register and to keep publishing.")
-    unbonding_period: Uint32 = Field(
-        description="Seconds between requestExit and withdraw; "
-        "at least (attestation_window_rounds + 1) rounds."
-    )
-    grace_rounds: Uint16 = Field(
-        description="Rounds after round r during which a batch for r is accepted."
-    )
-    attestation_window_rounds: Uint16 = Field(
-        gt=0, description="Rounds after round r during which r may be attested; settle comes after."
-    )
-    slash_bps: Uint16 = Field(
-        le=10_000, description="Share of stake slashed by a lost dispute, basis points."
-    )
-    dispute_quorum: Uint16 = Field(
-        gt=0, description="Flags needed (and more flags than agreements) to slash."
-    )
-    paused: bool = False
-
-    @classmethod
-    def from_abi(cls, values: Sequence[Any]) -> Parameters:
-        names = (
-            "min_stake",
-            "unbonding_period",
-            "grace_rounds",
-            "attestation_window_rounds",
-            "slash_bps",
-            "dispute_quorum",
-            "paused",
-        )
-        return cls(**dict(zip(names, values, strict=True)))
-
-    def to_abi(self) -> tuple[Any, ...]:
-        return (
-            self.min_stake,
-            self.unbonding_period,
-            self.grace_rounds,
-            self.attestation_window_rounds,
-            self.slash_bps,
-            self.dispute_quorum,
-            self.paused,
-        )
-
-    def problems(self, round_duration: int) -> list[str]:
-        """The contract's cross-field rules, as readable sentences (empty when all hold)."""
-        found = []
-        if self.grace_rounds > self.attestation_window_rounds:
-            found.append(
-                f"grace rounds ({self.grace_rounds}) must not exceed the attestation window "
-                f"({self.attestation_window_rounds} rounds)"
-            )
-        minimum = (self.attestation_window_rounds + 1) * round_duration
-        if self.unbonding_period < minimum:
-            found.append(
-                f"the unbonding period ({self.unbonding_period} s) must be at least (attestation "
-                f"window + 1) rounds = {minimum} s"
-            )
-        return found
 
 
 class TxReceipt(FrozenModel):

@@ -16,7 +16,7 @@ from eth_abi.exceptions import DecodingError
 from eth_utils import keccak, to_checksum_address
 
 import node.chain.reverts  # noqa: F401 - defining the classes registers them
-from node.chain.abi import load_abi
+from node.chain.abi import abi_type_string, load_abi
 from node.chain.errors import ContractRevert
 
 _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
@@ -34,21 +34,13 @@ _PANIC_CODES = {
 }
 
 
-def _abi_type(item: dict[str, Any]) -> str:
-    """ABI type string of one input, expanding tuples (``(uint64,address)[]``)."""
-    kind = item["type"]
-    if kind.startswith("tuple"):
-        return "(" + ",".join(_abi_type(c) for c in item["components"]) + ")" + kind[len("tuple") :]
-    return kind
-
-
 @lru_cache(maxsize=1)
 def error_selectors() -> dict[bytes, tuple[str, tuple[str, ...]]]:
     """Selector -> (error name, argument types) for every custom error in the committed ABI."""
     table = {}
     for item in load_abi():
         if item["type"] == "error":
-            types = tuple(_abi_type(i) for i in item["inputs"])
+            types = tuple(abi_type_string(i) for i in item["inputs"])
             selector = keccak(text=f"{item['name']}({','.join(types)})")[:4]
             table[selector] = (item["name"], types)
     return table
@@ -90,7 +82,7 @@ def _as_bytes(data: bytes | str | None) -> bytes:
         return b""
     if isinstance(data, bytes):
         return data
-    text = data[2:] if data.startswith("0x") else data
+    text = data.removeprefix("0x")
     try:
         return bytes.fromhex(text)
     except ValueError:

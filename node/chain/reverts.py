@@ -1,4 +1,4 @@
-"""One exception class per Solidity custom error of SwarmCoordinator.
+"""One exception class per Solidity custom error of SwarmCoordinator (protocol v2).
 
 Each class is named exactly like its Solidity error, carries the error's arguments as typed
 snake_case attributes (``SwarmCoordinatorInsufficientStake(...).min_stake``) and explains itself in
@@ -11,7 +11,9 @@ instances.
 from __future__ import annotations
 
 from node.chain.errors import ContractRevert
-from node.chain.units import format_deadline, format_eth
+from node.chain.units import format_eth, format_timestamp
+
+_UINT64_MAX = 2**64 - 1
 
 
 class SwarmCoordinatorNotOwner(ContractRevert):
@@ -21,19 +23,8 @@ class SwarmCoordinatorNotOwner(ContractRevert):
 
     def describe(self) -> str:
         return (
-            f"{self.caller} is not the coordinator's owner: only the owner may change parameters, "
+            f"{self.caller} is not the coordinator's owner: only the owner may schedule rules, "
             "pause or transfer ownership; send this from the owner's key"
-        )
-
-
-class SwarmCoordinatorNotTreasury(ContractRevert):
-    error_name = "SwarmCoordinatorNotTreasury"
-    fields = ("caller",)
-    caller: str
-
-    def describe(self) -> str:
-        return (
-            f"{self.caller} is not the treasury: only the treasury address may claim slashed funds"
         )
 
 
@@ -54,9 +45,9 @@ class SwarmCoordinatorPaused(ContractRevert):
 
     def describe(self) -> str:
         return (
-            "the coordinator is paused by its owner: registering, staking, publishing, attesting "
-            "and "
-            "settling are stopped until it is unpaused (request-exit and withdraw still work)"
+            "the coordinator is paused by its owner: registering, adding stake and publishing are "
+            "stopped until it is unpaused (judging, settling, exiting, withdrawing and claiming "
+            "still work)"
         )
 
 
@@ -127,18 +118,20 @@ class SwarmCoordinatorNotExiting(ContractRevert):
     def describe(self) -> str:
         return (
             f"{self.peer} has not requested exit (or has withdrawn already): request exit first, "
-            "then withdraw after the unbonding period"
+            "then withdraw once its last rounds can no longer be judged"
         )
 
 
-class SwarmCoordinatorStillUnbonding(ContractRevert):
-    error_name = "SwarmCoordinatorStillUnbonding"
-    fields = ("withdrawable_at",)
-    withdrawable_at: int
+class SwarmCoordinatorStillBonded(ContractRevert):
+    error_name = "SwarmCoordinatorStillBonded"
+    fields = ("withdrawable_from_round",)
+    withdrawable_from_round: int
 
     def describe(self) -> str:
-        when = format_deadline(self.withdrawable_at, self.now)
-        return f"the stake is still unbonding: withdraw works from {when}"
+        return (
+            "the stake is still bonded (the peer's last rounds may still be judged): withdraw "
+            f"works from round {self.withdrawable_from_round}"
+        )
 
 
 class SwarmCoordinatorOpenDisputes(ContractRevert):
@@ -149,8 +142,19 @@ class SwarmCoordinatorOpenDisputes(ContractRevert):
     def describe(self) -> str:
         return (
             f"{self.open_disputes} flagged round(s) of this peer are not settled yet: withdraw "
-            "works once "
-            "they are; anyone may settle a round after its attestation window"
+            "works once they are; anyone may settle a round once its reveal phase is over"
+        )
+
+
+class SwarmCoordinatorOpenFlags(ContractRevert):
+    error_name = "SwarmCoordinatorOpenFlags"
+    fields = ("open_flags",)
+    open_flags: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.open_flags} flag(s) this peer revealed are not resolved yet: withdraw works "
+            "once they are; anyone may resolve a flag once its round is settled"
         )
 
 
@@ -164,13 +168,12 @@ class SwarmCoordinatorWrongRound(ContractRevert):
         if self.round > self.current_round:
             return (
                 f"round {self.round} has not started yet (the chain is in round "
-                f"{self.current_round}): "
-                "publish for the current round"
+                f"{self.current_round}): publish for the current round"
             )
         return (
             f"round {self.round} is too old to publish for: the chain is in round "
-            f"{self.current_round} "
-            "and the round's grace window has passed; publish for the current round"
+            f"{self.current_round} and the round's grace window has passed; publish for the "
+            "current round"
         )
 
 
@@ -200,8 +203,102 @@ class SwarmCoordinatorInvalidSignature(ContractRevert):
     def describe(self) -> str:
         return (
             "the Publish signature is malformed or not the peer's: the peer must sign exactly "
-            "these "
-            "values (EIP-712, this chain id and coordinator address) with its own key"
+            "these values (EIP-712 version 2: this chain id, coordinator address and genesis seed) "
+            "with its own key"
+        )
+
+
+class SwarmCoordinatorSignatureExpired(ContractRevert):
+    error_name = "SwarmCoordinatorSignatureExpired"
+    fields = ("deadline",)
+    deadline: int
+
+    def describe(self) -> str:
+        return (
+            f"the Publish signature expired at {format_timestamp(self.deadline)}: the peer "
+            "must sign again with a later deadline"
+        )
+
+
+class SwarmCoordinatorWrongRelayer(ContractRevert):
+    error_name = "SwarmCoordinatorWrongRelayer"
+    fields = ("relayer",)
+    relayer: str
+
+    def describe(self) -> str:
+        return (
+            f"the Publish signature names relayer {self.relayer}: only that address may send it "
+            "(or the peer signs again with the zero relayer, which anyone may send)"
+        )
+
+
+class SwarmCoordinatorWrongPhase(ContractRevert):
+    error_name = "SwarmCoordinatorWrongPhase"
+    fields = ("round", "from_round", "to_round")
+    round: int
+    from_round: int
+    to_round: int
+
+    def describe(self) -> str:
+        until = "on" if self.to_round == _UINT64_MAX else f"through round {self.to_round}"
+        return (
+            f"this is not the phase of round {self.round} in which this call is allowed: it "
+            f"works from round {self.from_round} {until}"
+        )
+
+
+class SwarmCoordinatorAlreadySealed(ContractRevert):
+    error_name = "SwarmCoordinatorAlreadySealed"
+    fields = ("round",)
+    round: int
+
+    def describe(self) -> str:
+        return f"round {self.round} is sealed already: its committees are drawn"
+
+
+class SwarmCoordinatorNotSealed(ContractRevert):
+    error_name = "SwarmCoordinatorNotSealed"
+    fields = ("round",)
+    round: int
+
+    def describe(self) -> str:
+        return (
+            f"round {self.round} is not sealed, so it has no committees: anyone may seal it "
+            "during its commit phase (seal_round)"
+        )
+
+
+class SwarmCoordinatorAlreadyCommitted(ContractRevert):
+    error_name = "SwarmCoordinatorAlreadyCommitted"
+    fields = ("round", "attester")
+    round: int
+    attester: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.attester} already committed its verdicts on round {self.round}: one "
+            "commitment per round; reveal it with the same items and salt"
+        )
+
+
+class SwarmCoordinatorZeroCommitment(ContractRevert):
+    error_name = "SwarmCoordinatorZeroCommitment"
+
+    def describe(self) -> str:
+        return "the verdict commitment is zero: commit the hash of the items and salt"
+
+
+class SwarmCoordinatorCommitmentMismatch(ContractRevert):
+    error_name = "SwarmCoordinatorCommitmentMismatch"
+    fields = ("round", "attester")
+    round: int
+    attester: str
+
+    def describe(self) -> str:
+        return (
+            f"the revealed verdicts of {self.attester} on round {self.round} do not match its "
+            "commitment: there is none, it was revealed already, or the items (their order "
+            "included) or salt differ from those committed"
         )
 
 
@@ -209,44 +306,18 @@ class SwarmCoordinatorSelfAttestation(ContractRevert):
     error_name = "SwarmCoordinatorSelfAttestation"
 
     def describe(self) -> str:
-        return (
-            "a peer cannot attest its own batch: drop the items whose subject is your own address"
-        )
-
-
-class SwarmCoordinatorEmptyAttestation(ContractRevert):
-    error_name = "SwarmCoordinatorEmptyAttestation"
-
-    def describe(self) -> str:
-        return "an attestation batch needs at least one item"
+        return "a peer cannot judge its own batch: drop the items whose subject is your address"
 
 
 class SwarmCoordinatorAttestationOutOfOrder(ContractRevert):
     error_name = "SwarmCoordinatorAttestationOutOfOrder"
-    fields = ("round", "subject")
-    round: int
+    fields = ("subject",)
     subject: str
 
     def describe(self) -> str:
         return (
-            f"the attestation of round {self.round}, subject {self.subject} is out of order: items "
-            "must "
-            "be sorted by (round, subject) strictly ascending and start at or after your next "
-            "attestable "
-            "round (peer info: next_attest_round); each (round, subject) is attested once"
-        )
-
-
-class SwarmCoordinatorAttestationWindowClosed(ContractRevert):
-    error_name = "SwarmCoordinatorAttestationWindowClosed"
-    fields = ("round", "current_round")
-    round: int
-    current_round: int
-
-    def describe(self) -> str:
-        return (
-            f"the attestation window of round {self.round} has closed (the chain is in round "
-            f"{self.current_round}): attest sooner after a round ends"
+            f"the verdict on {self.subject} is out of order: items must be sorted by subject, "
+            "strictly ascending (one item per subject)"
         )
 
 
@@ -258,20 +329,8 @@ class SwarmCoordinatorNoPublication(ContractRevert):
 
     def describe(self) -> str:
         return (
-            f"{self.subject} published nothing for round {self.round}: there is nothing to attest"
-        )
-
-
-class SwarmCoordinatorDigestMismatch(ContractRevert):
-    error_name = "SwarmCoordinatorDigestMismatch"
-    fields = ("published", "attested")
-    published: bytes
-    attested: bytes
-
-    def describe(self) -> str:
-        return (
-            f"the attested digest 0x{self.attested.hex()} is not the published one "
-            f"0x{self.published.hex()}: attest the batch the subject committed on-chain"
+            f"{self.subject} has no open publication for round {self.round} (nothing published, "
+            "or settled already): there is nothing to judge"
         )
 
 
@@ -284,21 +343,7 @@ class SwarmCoordinatorInvalidCounts(ContractRevert):
     def describe(self) -> str:
         return (
             f"invalid counts checked={self.checked}, agreed={self.agreed}: checked must be "
-            "positive "
-            "and agreed at most checked"
-        )
-
-
-class SwarmCoordinatorAttestationWindowOpen(ContractRevert):
-    error_name = "SwarmCoordinatorAttestationWindowOpen"
-    fields = ("round", "settleable_from_round")
-    round: int
-    settleable_from_round: int
-
-    def describe(self) -> str:
-        return (
-            f"round {self.round} is still open for attestations: settle works from round "
-            f"{self.settleable_from_round}"
+            "positive and agreed at most checked"
         )
 
 
@@ -325,15 +370,61 @@ class SwarmCoordinatorAlreadySettled(ContractRevert):
         return f"the dispute over {self.subject}'s batch of round {self.round} is settled already"
 
 
+class SwarmCoordinatorNotSettled(ContractRevert):
+    error_name = "SwarmCoordinatorNotSettled"
+    fields = ("round", "subject")
+    round: int
+    subject: str
+
+    def describe(self) -> str:
+        return (
+            f"the dispute over {self.subject}'s batch of round {self.round} is not settled: "
+            "settle it first (anyone may, once the round's reveal phase is over)"
+        )
+
+
+class SwarmCoordinatorNoFlag(ContractRevert):
+    error_name = "SwarmCoordinatorNoFlag"
+    fields = ("round", "subject", "flagger")
+    round: int
+    subject: str
+    flagger: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.flagger} has no unresolved flag on {self.subject}'s batch of round "
+            f"{self.round} (never flagged it, or the flag is resolved already)"
+        )
+
+
+class SwarmCoordinatorNotPenalizable(ContractRevert):
+    error_name = "SwarmCoordinatorNotPenalizable"
+    fields = ("round", "subject", "attester")
+    round: int
+    subject: str
+    attester: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.attester}'s verdict on {self.subject}'s batch of round {self.round} cannot be "
+            "penalized: the items are not its revealed ones, the chosen item is not an agreement "
+            "on that batch, the verdict was not upheld, or it was penalized already"
+        )
+
+
 _PARAMETER_RULES = {
-    "minStake": "more than 0 wei",
-    "unbondingPeriod": "seconds, at least (attestationWindowRounds + 1) rounds",
-    "graceRounds": "at most attestationWindowRounds",
-    "attestationWindowRounds": "at least 1 and graceRounds, with (window + 1) rounds "
-    "within the unbonding period",
+    "minStake": "more than 0 wei and less than 2^96",
+    "flagBond": "more than 0 wei and less than 2^96",
+    "committeeSize": "at least 1",
+    "quorumBps": "basis points, 5000 to 10000",
+    "floorBps": "basis points, at most 10000",
     "slashBps": "basis points, at most 10000",
-    "disputeQuorum": "at least 1",
+    "rewardBps": "basis points, with rewardBps + tipBps at most 10000",
+    "tipBps": "basis points, with rewardBps + tipBps at most 10000",
     "roundDuration": "more than 0 seconds",
+    "graceRounds": "a number of rounds below 2^16",
+    "commitRounds": "at least 1",
+    "revealRounds": "at least 1",
     "stake": "a total stake that fits in 96 bits",
 }
 
@@ -365,7 +456,10 @@ class SwarmCoordinatorNothingToClaim(ContractRevert):
     error_name = "SwarmCoordinatorNothingToClaim"
 
     def describe(self) -> str:
-        return "there are no slashed funds to claim"
+        return (
+            "this account has nothing to claim (rewards, tips and forfeited bonds are credited "
+            "when flags are resolved and disputes settled)"
+        )
 
 
 class SwarmCoordinatorTransferFailed(ContractRevert):
@@ -377,8 +471,7 @@ class SwarmCoordinatorTransferFailed(ContractRevert):
     def describe(self) -> str:
         return (
             f"sending {format_eth(self.amount)} to {self.to} failed: the recipient must accept "
-            "plain "
-            "ether transfers (a contract needs a receive function)"
+            "plain ether transfers (a contract needs a receive function)"
         )
 
 

@@ -196,7 +196,7 @@ def call_with_retry(
     for attempt in range(1, policy.attempts + 1):
         try:
             return fn()
-        except Exception as exc:  # noqa: BLE001 - sorted below, unknown ones re-raised untouched
+        except Exception as exc:
             error = classify(exc, what=what, endpoint=endpoint)
             if error is None:
                 raise
