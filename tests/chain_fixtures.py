@@ -39,16 +39,23 @@ from node.local.foundry import FoundryMissing, foundry_binary
 ARTIFACTS_DIR = REPO_ROOT / ".artifacts"
 ETHER = 10**18
 
-#: Deployment used by the tests: one-minute rounds, 1 ETH stake, half the stake slashed per dispute.
+#: Deployment used by the tests: one-minute rounds, phases 1 + 2 + 2, 1 ETH stake, 0.1 ETH flag
+#: bond, half the stake slashed per upheld dispute; committees of 64 expected seats, so with a
+#: handful of 1-ETH peers every peer sits on every other peer's committee with its own weight.
 TEST_CONFIG = DeployConfig(
     round_duration=60,
     seed_input=b"swarm-tests".ljust(32, b"\0"),
-    min_stake=1 * ETHER,
-    unbonding_period=300,
     grace_rounds=1,
-    attestation_window_rounds=2,
+    commit_rounds=2,
+    reveal_rounds=2,
+    min_stake=1 * ETHER,
+    flag_bond=ETHER // 10,
+    committee_size=64,
+    quorum_bps=5000,
+    floor_bps=3334,
     slash_bps=5000,
-    dispute_quorum=2,
+    reward_bps=5000,
+    tip_bps=500,
 )
 #: Fast retries and receipt polling for a local chain.
 TEST_RETRY = RetryPolicy(attempts=3, initial_delay=0.05, max_delay=0.2)

@@ -235,12 +235,25 @@ class CoordinatorClient:
     def genesis_seed(self) -> bytes:
         return bytes(self._call("genesisSeed"))
 
+    def grace_rounds(self) -> int:
+        return int(self._call("graceRounds"))
+
+    def commit_rounds(self) -> int:
+        return int(self._call("commitRounds"))
+
+    def reveal_rounds(self) -> int:
+        return int(self._call("revealRounds"))
+
+    def max_phase_rounds(self) -> int:
+        """The most rounds one phase may last (the contract's ``MAX_PHASE_ROUNDS``)."""
+        return int(self._call("MAX_PHASE_ROUNDS"))
+
     def phases(self) -> Phases:
         """The immutable grace, commit and reveal rounds (see ``cached_phases``)."""
         return Phases(
-            grace_rounds=int(self._call("graceRounds")),
-            commit_rounds=int(self._call("commitRounds")),
-            reveal_rounds=int(self._call("revealRounds")),
+            grace_rounds=self.grace_rounds(),
+            commit_rounds=self.commit_rounds(),
+            reveal_rounds=self.reveal_rounds(),
         )
 
     # -------------------------------------------------------------------------- publications

@@ -19,7 +19,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from pydantic import ValidationError
 
-from node.chain.deployer import DeployConfig, deploy_coordinator
+from node.chain.deployer import MAX_PHASE_ROUNDS, DeployConfig, deploy_coordinator
 from node.chain.errors import ChainError
 from node.chain.rpc import RetryPolicy, call_with_retry, connect
 from node.chain.units import format_eth, parse_eth
@@ -122,9 +122,9 @@ def _config_option(name: str, value_type: Any, **kwargs: Any) -> Callable[[Any],
 )
 @_config_option("round_duration", click.IntRange(min=1))
 @_config_option("seed_input", str, callback=_bytes32, metavar="HEX32")
-@_config_option("grace_rounds", click.IntRange(0, 2**16 - 1))
-@_config_option("commit_rounds", click.IntRange(1, 2**16 - 1))
-@_config_option("reveal_rounds", click.IntRange(1, 2**16 - 1))
+@_config_option("grace_rounds", click.IntRange(0, MAX_PHASE_ROUNDS))
+@_config_option("commit_rounds", click.IntRange(1, MAX_PHASE_ROUNDS))
+@_config_option("reveal_rounds", click.IntRange(1, MAX_PHASE_ROUNDS))
 @_config_option("min_stake", str, callback=_eth_amount)
 @_config_option("flag_bond", str, callback=_eth_amount)
 @_config_option("committee_size", click.IntRange(1, 2**16 - 1))

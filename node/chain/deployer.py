@@ -44,6 +44,8 @@ from node.chain.units import format_duration, format_eth
 
 Progress = Callable[[str], None]
 _BPS = 10_000
+#: The contract's MAX_PHASE_ROUNDS: the most rounds of one phase.
+MAX_PHASE_ROUNDS = 64
 
 
 class DeployConfig(BaseModel):
@@ -59,13 +61,22 @@ class DeployConfig(BaseModel):
         description="Deployer's 32-byte contribution to the genesis seed [default: random].",
     )
     grace_rounds: int = Field(
-        1, ge=0, lt=2**16, description="Rounds after round r during which a batch of r is taken."
+        1,
+        ge=0,
+        le=MAX_PHASE_ROUNDS,
+        description="Rounds after round r during which a batch of r is taken.",
     )
     commit_rounds: int = Field(
-        2, ge=1, lt=2**16, description="Rounds in which r is sealed and verdicts on it committed."
+        2,
+        ge=1,
+        le=MAX_PHASE_ROUNDS,
+        description="Rounds in which r is sealed and verdicts on it committed.",
     )
     reveal_rounds: int = Field(
-        2, ge=1, lt=2**16, description="Rounds in which committed verdicts on r are revealed."
+        2,
+        ge=1,
+        le=MAX_PHASE_ROUNDS,
+        description="Rounds in which committed verdicts on r are revealed.",
     )
     min_stake: int = Field(
         10**16,

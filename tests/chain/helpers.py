@@ -15,7 +15,9 @@ import requests
 from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
-from node.chain.models import Attestation
+from node.chain.committee import ballot_commitment, new_salt, sort_items
+from node.chain.models import TxReceipt, VerdictItem
+from node.local.devchain import DevChain
 
 ETHER = 10**18
 
@@ -46,16 +48,69 @@ def publish(client: CoordinatorClient, round: int, label: str = "batch") -> byte
     return digest
 
 
-def verdict_on(subject: CoordinatorClient, round: int, digest: bytes, *, flag: bool) -> Attestation:
-    """An attestation of ``subject``'s batch: a flag (7 of 8 agreed) or an agreement (8 of 8)."""
-    return Attestation(
-        round=round,
-        subject=subject.account_address,
-        digest=digest,
-        checked=8,
-        agreed=7 if flag else 8,
-        verified_reward_sum=1_000,
-    )
+def item_on(subject: CoordinatorClient | str, *, flag: bool) -> VerdictItem:
+    """A verdict on ``subject``'s batch: a flag (7 of 8 agreed) or an agreement (8 of 8)."""
+    address = subject if isinstance(subject, str) else subject.account_address
+    assert address is not None
+    return VerdictItem(subject=address, checked=8, agreed=7 if flag else 8, verified_reward_sum=1_000)
+
+
+class Ballot:
+    """One attester's verdicts on one round: commit them, later reveal them (items sorted)."""
+
+    def __init__(
+        self, client: CoordinatorClient, round: int, items: Sequence[VerdictItem]
+    ) -> None:
+        self.client = client
+        self.round = round
+        self.items = sort_items(items)
+        self.salt = new_salt()
+
+    @property
+    def commitment(self) -> bytes:
+        assert self.client.account_address is not None
+        return ballot_commitment(self.client.account_address, self.round, self.items, self.salt)
+
+    def commit(self) -> TxReceipt:
+        return self.client.commit_verdicts(self.round, self.commitment)
+
+    def reveal(self) -> TxReceipt:
+        return self.client.reveal_verdicts(self.round, self.items, self.salt)
+
+
+def to_commit_phase(chain: DevChain, client: CoordinatorClient, round: int) -> None:
+    """Warps to the first round of ``round``'s commit phase (if not there yet)."""
+    target = client.cached_phases.commit_phase(round).start
+    if chain.current_round() < target:
+        chain.warp_to_round(target)
+
+
+def to_reveal_phase(chain: DevChain, client: CoordinatorClient, round: int) -> None:
+    target = client.cached_phases.reveal_phase(round).start
+    if chain.current_round() < target:
+        chain.warp_to_round(target)
+
+
+def to_settle_phase(chain: DevChain, client: CoordinatorClient, round: int) -> None:
+    target = client.cached_phases.settleable_from(round)
+    if chain.current_round() < target:
+        chain.warp_to_round(target)
+
+
+def judge(
+    chain: DevChain, round: int, ballots: Sequence[Ballot], *, seal: bool = True
+) -> None:
+    """Seals ``round`` (unless ``seal=False``), commits every ballot, then reveals them all;
+    leaves the chain in the reveal phase."""
+    first = ballots[0].client
+    to_commit_phase(chain, first, round)
+    if seal:
+        first.seal_round(round)
+    for ballot in ballots:
+        ballot.commit()
+    to_reveal_phase(chain, first, round)
+    for ballot in ballots:
+        ballot.reveal()
 
 
 class FlakyProxy:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from node.chain.eip712 import (
+    ZERO_ADDRESS,
     Domain,
     publish_struct_hash,
     recover_struct_signer,
@@ -21,13 +22,18 @@ from node.chain.eip712 import (
 from node.chain.rounds import RoundClock, round_seed
 
 ACCOUNT = Account.from_key("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d")
-DOMAIN = Domain(chain_id=31337, verifying_contract="0x5FbDB2315678afecb367f032d93F642f64180aa3")
+SALT = keccak(text="genesis seed")
+DOMAIN = Domain(
+    chain_id=31337, verifying_contract="0x5FbDB2315678afecb367f032d93F642f64180aa3", salt=SALT
+)
+RELAYER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 DOMAIN_FIELDS = [
     {"name": "name", "type": "string"},
     {"name": "version", "type": "string"},
     {"name": "chainId", "type": "uint256"},
     {"name": "verifyingContract", "type": "address"},
+    {"name": "salt", "type": "bytes32"},
 ]
 PUBLISH_FIELDS = [
     {"name": "peer", "type": "address"},
@@ -36,6 +42,8 @@ PUBLISH_FIELDS = [
     {"name": "groups", "type": "uint32"},
     {"name": "completions", "type": "uint32"},
     {"name": "rewardSum", "type": "int64"},
+    {"name": "relayer", "type": "address"},
+    {"name": "deadline", "type": "uint64"},
 ]
 BATCH_FIELDS = [
     {"name": "peer", "type": "address"},
@@ -62,11 +70,14 @@ def eth_account_encoding(primary: str, fields: list[dict], message: dict, domain
     completions=st.integers(0, 2**32 - 1),
     reward_sum=st.integers(-(2**63), 2**63 - 1),
     chain_id=st.integers(1, 2**64),
+    salt=st.binary(min_size=32, max_size=32),
+    relayer=st.sampled_from([ZERO_ADDRESS, RELAYER]),
+    deadline=st.integers(0, 2**64 - 1),
 )
 def test_publish_hash_matches_eth_account(
-    round, digest, groups, completions, reward_sum, chain_id
+    round, digest, groups, completions, reward_sum, chain_id, salt, relayer, deadline
 ) -> None:
-    domain = Domain(chain_id=chain_id, verifying_contract=DOMAIN.verifying_contract)
+    domain = Domain(chain_id=chain_id, verifying_contract=DOMAIN.verifying_contract, salt=salt)
     expected = eth_account_encoding(
         "Publish",
         PUBLISH_FIELDS,
@@ -77,11 +88,13 @@ def test_publish_hash_matches_eth_account(
             "groups": groups,
             "completions": completions,
             "rewardSum": reward_sum,
+            "relayer": relayer,
+            "deadline": deadline,
         },
         domain,
     )
     struct_hash = publish_struct_hash(
-        ACCOUNT.address, round, digest, groups, completions, reward_sum
+        ACCOUNT.address, round, digest, groups, completions, reward_sum, relayer, deadline
     )
     assert expected.header == domain.separator and expected.body == struct_hash
     assert typed_data_hash(domain, struct_hash) == keccak(
@@ -100,14 +113,28 @@ def test_rollout_batch_hash_matches_eth_account() -> None:
 def test_signatures_recover_to_the_signer_and_fit_the_contract() -> None:
     digest = keccak(text="batch")
     signature = sign_publish(
-        ACCOUNT, DOMAIN, round=3, digest=digest, groups=2, completions=16, reward_sum=-5
+        ACCOUNT,
+        DOMAIN,
+        round=3,
+        digest=digest,
+        groups=2,
+        completions=16,
+        reward_sum=-5,
+        relayer=RELAYER,
+        deadline=99,
     )
     assert len(signature) == 65 and signature[64] in (27, 28)
     assert int.from_bytes(signature[32:64], "big") <= HALF_ORDER
-    struct_hash = publish_struct_hash(ACCOUNT.address, 3, digest, 2, 16, -5)
+    struct_hash = publish_struct_hash(ACCOUNT.address, 3, digest, 2, 16, -5, RELAYER, 99)
     assert recover_struct_signer(DOMAIN, struct_hash, signature) == ACCOUNT.address
-    other = publish_struct_hash(ACCOUNT.address, 3, digest, 2, 17, -5)
-    assert recover_struct_signer(DOMAIN, other, signature) != ACCOUNT.address
+    for other in (
+        publish_struct_hash(ACCOUNT.address, 3, digest, 2, 17, -5, RELAYER, 99),
+        publish_struct_hash(ACCOUNT.address, 3, digest, 2, 16, -5, ZERO_ADDRESS, 99),
+        publish_struct_hash(ACCOUNT.address, 3, digest, 2, 16, -5, RELAYER, 100),
+    ):
+        assert recover_struct_signer(DOMAIN, other, signature) != ACCOUNT.address
+    other_deployment = Domain(DOMAIN.chain_id, DOMAIN.verifying_contract, keccak(text="other"))
+    assert recover_struct_signer(other_deployment, struct_hash, signature) != ACCOUNT.address
     batch_signature = sign_rollout_batch(ACCOUNT, DOMAIN, round=3, body_hash=digest)
     assert (
         recover_struct_signer(
@@ -117,6 +144,11 @@ def test_signatures_recover_to_the_signer_and_fit_the_contract() -> None:
     )
     with pytest.raises(ValueError):
         recover_struct_signer(DOMAIN, struct_hash, signature[:64])
+
+
+def test_domain_needs_a_32_byte_salt() -> None:
+    with pytest.raises(ValueError, match="genesis seed"):
+        Domain(chain_id=1, verifying_contract=RELAYER, salt=b"short")
 
 
 def test_round_clock_boundaries() -> None:

@@ -27,7 +27,9 @@ from node.chain.reverts import (
     SwarmCoordinatorAttestationOutOfOrder,
     SwarmCoordinatorInsufficientStake,
     SwarmCoordinatorInvalidParameter,
-    SwarmCoordinatorStillUnbonding,
+    SwarmCoordinatorSignatureExpired,
+    SwarmCoordinatorStillBonded,
+    SwarmCoordinatorWrongPhase,
     SwarmCoordinatorWrongRound,
     SwarmCoordinatorZeroDigest,
 )
@@ -65,13 +67,26 @@ def test_insufficient_stake_message_in_eth() -> None:
     assert "--stake of at least 1 ETH" in str(error)
 
 
-def test_unbonding_message_shows_date_and_time_left() -> None:
-    data = revert_data("SwarmCoordinatorStillUnbonding", ["uint64"], [1_767_225_600])
-    assert "2026-01-01 00:00:00 UTC" in str(decode_revert(data))
-    error = decode_revert(data, now=1_767_225_600 - 125)
-    assert isinstance(error, SwarmCoordinatorStillUnbonding)
-    assert "in 2 min 5 s" in str(error)
-    assert "in 1 min" in str(error.with_context(now=1_767_225_600 - 60))
+def test_still_bonded_names_the_round_withdraw_works_from() -> None:
+    error = decode_revert(revert_data("SwarmCoordinatorStillBonded", ["uint64"], [42]))
+    assert isinstance(error, SwarmCoordinatorStillBonded) and error.withdrawable_from_round == 42
+    assert "withdraw works from round 42" in str(error)
+
+
+def test_wrong_phase_names_the_allowed_rounds() -> None:
+    types = ["uint64", "uint64", "uint64"]
+    bounded = decode_revert(revert_data("SwarmCoordinatorWrongPhase", types, [7, 9, 10]))
+    assert isinstance(bounded, SwarmCoordinatorWrongPhase)
+    assert (bounded.round, bounded.from_round, bounded.to_round) == (7, 9, 10)
+    assert "phase of round 7" in str(bounded) and "from round 9 through round 10" in str(bounded)
+    open_ended = decode_revert(revert_data("SwarmCoordinatorWrongPhase", types, [7, 14, 2**64 - 1]))
+    assert "from round 14 on" in str(open_ended)
+
+
+def test_expired_signature_shows_the_deadline() -> None:
+    error = decode_revert(revert_data("SwarmCoordinatorSignatureExpired", ["uint64"], [1_767_225_600]))
+    assert isinstance(error, SwarmCoordinatorSignatureExpired)
+    assert "expired at 2026-01-01 00:00:00 UTC" in str(error) and "sign again" in str(error)
 
 
 def test_wrong_round_says_future_or_late() -> None:
@@ -85,18 +100,16 @@ def test_invalid_parameter_names_the_parameter_and_its_rule() -> None:
     data = revert_data(
         "SwarmCoordinatorInvalidParameter",
         ["bytes32", "uint256"],
-        [b"slashBps".ljust(32, b"\0"), 10_001],
+        [b"quorumBps".ljust(32, b"\0"), 4_999],
     )
     error = decode_revert(data)
     assert isinstance(error, SwarmCoordinatorInvalidParameter)
-    assert error.parameter_name == "slashBps"
-    assert "slashBps = 10001" in str(error) and "10000" in str(error)
+    assert error.parameter_name == "quorumBps"
+    assert "quorumBps = 4999" in str(error) and "5000 to 10000" in str(error)
 
 
 def test_addresses_are_checksummed() -> None:
-    data = revert_data(
-        "SwarmCoordinatorAttestationOutOfOrder", ["uint64", "address"], [2, ADDRESS.lower()]
-    )
+    data = revert_data("SwarmCoordinatorAttestationOutOfOrder", ["address"], [ADDRESS.lower()])
     error = decode_revert(data)
     assert isinstance(error, SwarmCoordinatorAttestationOutOfOrder) and error.subject == ADDRESS
 
