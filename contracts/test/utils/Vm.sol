@@ -28,6 +28,8 @@ interface Vm {
     function chainId(uint256 newChainId) external;
     function deal(address account, uint256 newBalance) external;
     function getBlockTimestamp() external view returns (uint256);
+    function snapshotState() external returns (uint256 snapshotId);
+    function revertToState(uint256 snapshotId) external returns (bool success);
 
     // callers
     function prank(address msgSender) external;
