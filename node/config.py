@@ -92,6 +92,13 @@ class SamplingSettings(_Section):
         4, ge=0, le=64, description="J: peers' verified groups trained on per round."
     )
     group_size: int = Field(8, ge=2, le=32, description="G: completions generated per task.")
+    fetch_peers: int = Field(
+        8,
+        ge=0,
+        le=1024,
+        description="Peers' new batches fetched and verified per round to train on, drawn at "
+        "random (batches this node judges as a committee member are fetched besides).",
+    )
     strategy: Literal["uniform", "verified-history"] = Field(
         "uniform", description="How the J external groups are chosen among verified ones."
     )
@@ -153,7 +160,9 @@ class RoundSettings(_Section):
         2.0, gt=0, description="Seconds between chain polls while waiting."
     )
     settle_disputes: bool = Field(
-        True, description="Settle the disputes this node flagged once their window closes."
+        True,
+        description="Settle the batches this node flagged once their reveal phase is over, "
+        "resolve its flags and report agreements with upheld flags.",
     )
     max_rounds: int | None = Field(
         None, ge=1, description="Stop after this many rounds; empty = run until Ctrl-C."

@@ -13,7 +13,7 @@ import logging
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 
-from node.chain.models import Parameters
+from node.chain.models import Phases
 from node.chain.rounds import round_seed
 from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig
@@ -86,8 +86,9 @@ class NodeCore:
         return self._swarm
 
     @property
-    def params(self) -> Parameters:
-        return self.swarm.parameters
+    def phases(self) -> Phases:
+        """The swarm's round phases (grace, commit, reveal), fixed at deployment."""
+        return self.swarm.phases
 
     @property
     def genesis_seed(self) -> bytes:

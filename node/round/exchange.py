@@ -30,8 +30,8 @@ from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.eip712 import Domain
 from node.chain.errors import ChainError
-from node.chain.events import EventReader, RolloutsPublished
-from node.chain.models import Attestation, Parameters, PeerStatus
+from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
+from node.chain.models import PeerStatus, Phases, Rules, SealInfo, Verdict, VerdictItem
 from node.config import NodeConfig
 from node.round.errors import NotActive
 from node.round.state import ChainIdentity, OwnBatch
@@ -55,11 +55,20 @@ def connect_chain(
 
 @dataclass(frozen=True)
 class SwarmInfo:
-    """What a node learns when it joins: the seed of every round's tasks and the rules."""
+    """What a node learns when it joins: the seed of every round's tasks and the phases."""
 
     genesis_seed: bytes
-    parameters: Parameters
+    phases: Phases
     identity: ChainIdentity
+
+
+@dataclass(frozen=True)
+class RevealedBallot:
+    """One attester's revealed ballot: its items in the order revealed (what its reveal receipt
+    hashes) and the subjects on which its item counted (VerdictRevealed, not VerdictIgnored)."""
+
+    items: tuple[VerdictItem, ...]
+    counted: frozenset[str]
 
 
 class Exchange(ABC):
@@ -86,7 +95,8 @@ class Exchange(ABC):
 
     @abstractmethod
     def publication(self, round: int, peer: str) -> bytes | None:
-        """The digest ``peer`` committed for ``round``, if any."""
+        """The digest ``peer`` committed for ``round``, if any (read fresh: a restarted node asks
+        before it publishes)."""
 
     @abstractmethod
     def publish(self, batch: OwnBatch) -> None:
@@ -116,20 +126,62 @@ class Exchange(ABC):
     def forget_before(self, round: int) -> None:
         """Drops commitments older than ``round`` (no longer needed)."""
 
-    @abstractmethod
-    def next_attest_round(self, peer: str) -> int:
-        """The first round ``peer`` may still attest (the contract's ``nextAttestRound``)."""
+    # ------------------------------------------------------------------ judging (protocol v2)
 
     @abstractmethod
-    def attest(self, items: Sequence[Attestation]) -> None:
-        """Records this node's verdicts, in one batch."""
+    def rules_at(self, round: int) -> Rules:
+        """The rules that judge ``round`` (fixed for it once it can be judged)."""
 
     @abstractmethod
-    def is_settled(self, round: int, subject: str) -> bool: ...
+    def seal_round(self, round: int) -> None:
+        """Fixes ``round``'s committee beacon (raises the contract's AlreadySealed or WrongPhase)."""
+
+    @abstractmethod
+    def seal(self, round: int) -> SealInfo | None:
+        """``round``'s seal, None while it is not sealed."""
+
+    @abstractmethod
+    def weight_at(self, peer: str, round: int) -> int:
+        """``peer``'s judging weight for ``round`` (0 when it may not judge it)."""
+
+    @abstractmethod
+    def commit_verdicts(self, round: int, commitment: bytes) -> None:
+        """Commits this node's ballot on ``round`` (once; commit phase only)."""
+
+    @abstractmethod
+    def reveal_verdicts(self, round: int, items: Sequence[VerdictItem], salt: bytes) -> None:
+        """Reveals the ballot committed on ``round`` (reveal phase only)."""
+
+    @abstractmethod
+    def ballot(self, round: int, attester: str) -> bytes:
+        """The ballot slot: the commitment before the reveal, the receipt after, zeros if none."""
+
+    @abstractmethod
+    def verdict(self, round: int, subject: str) -> Verdict:
+        """The tally and state of ``subject``'s batch of ``round``."""
 
     @abstractmethod
     def settle(self, round: int, subject: str) -> None:
-        """Settles a dispute (raises the contract's AlreadySettled or NoDispute errors)."""
+        """Settles a flagged batch (raises the contract's AlreadySettled or NoDispute errors)."""
+
+    @abstractmethod
+    def resolve_flag(self, round: int, subject: str, flagger: str) -> None:
+        """Resolves ``flagger``'s flag on a settled batch (NoFlag when there is none left)."""
+
+    @abstractmethod
+    def report_agreement(
+        self, round: int, attester: str, items: Sequence[VerdictItem], index: int
+    ) -> None:
+        """Reports ``attester``'s agreement ``items[index]`` with a batch whose flags won."""
+
+    @abstractmethod
+    def reveals(self, round: int) -> dict[str, RevealedBallot]:
+        """Every ballot revealed on ``round``, by attester, rebuilt from the reveal events."""
+
+    def revealed_items(self, round: int, attester: str) -> list[VerdictItem]:
+        """``attester``'s full revealed item list of ``round`` (empty when it revealed none)."""
+        found = self.reveals(round).get(attester)
+        return list(found.items) if found else []
 
 
 class ChainExchange(Exchange):
@@ -182,7 +234,7 @@ class ChainExchange(Exchange):
             )
         info = SwarmInfo(
             genesis_seed=self.client.genesis_seed(),
-            parameters=self.client.parameters(),
+            phases=self.client.phases(),
             identity=ChainIdentity(
                 chain_id=self.deployment.chain_id,
                 coordinator=self.deployment.coordinator,
@@ -200,7 +252,10 @@ class ChainExchange(Exchange):
         return self.client.current_round()
 
     def publication(self, round: int, peer: str) -> bytes | None:
-        return self.client.publication(round, peer)
+        """From the RolloutsPublished events (the contract keeps no digest): refreshed first."""
+        self.refresh()
+        found = self.view.published.get(round, {}).get(peer)
+        return None if found is None else found.digest
 
     def publish(self, batch: OwnBatch) -> None:
         self.client.publish_rollouts(
@@ -286,14 +341,67 @@ class ChainExchange(Exchange):
     def forget_before(self, round: int) -> None:
         self.view.forget_before(round)
 
-    def next_attest_round(self, peer: str) -> int:
-        return self.client.peer_info(peer).next_attest_round
+    def rules_at(self, round: int) -> Rules:
+        return self.client.rules_at(round)
 
-    def attest(self, items: Sequence[Attestation]) -> None:
-        self.client.attest(items)
+    def seal_round(self, round: int) -> None:
+        self.client.seal_round(round)
 
-    def is_settled(self, round: int, subject: str) -> bool:
-        return self.client.verdict(round, subject).settled
+    def seal(self, round: int) -> SealInfo | None:
+        return self.client.seal(round)
+
+    def weight_at(self, peer: str, round: int) -> int:
+        return self.client.weight_at(peer, round)
+
+    def commit_verdicts(self, round: int, commitment: bytes) -> None:
+        self.client.commit_verdicts(round, commitment)
+
+    def reveal_verdicts(self, round: int, items: Sequence[VerdictItem], salt: bytes) -> None:
+        self.client.reveal_verdicts(round, items, salt)
+
+    def ballot(self, round: int, attester: str) -> bytes:
+        return self.client.ballot(round, attester)
+
+    def verdict(self, round: int, subject: str) -> Verdict:
+        return self.client.verdict(round, subject)
 
     def settle(self, round: int, subject: str) -> None:
         self.client.settle(round, subject)
+
+    def resolve_flag(self, round: int, subject: str, flagger: str) -> None:
+        self.client.resolve_flag(round, subject, flagger)
+
+    def report_agreement(
+        self, round: int, attester: str, items: Sequence[VerdictItem], index: int
+    ) -> None:
+        self.client.report_agreement(round, attester, items, index)
+
+    def reveals(self, round: int) -> dict[str, RevealedBallot]:
+        """Read from the round's VerdictRevealed and VerdictIgnored events (only after a slash,
+        so the read over the whole deployment is rare)."""
+        events = self.view.reader.read(
+            self.deployment.deployment_block,
+            self.client.block_number(),
+            events=[VerdictRevealed, VerdictIgnored],
+            round=round,
+        )
+        return reveals_from_events(e for e in events if e.round == round)
+
+
+def reveals_from_events(
+    events: Iterable[VerdictRevealed | VerdictIgnored],
+) -> dict[str, RevealedBallot]:
+    """Each attester's revealed ballot from its reveal events (one event per item, in order)."""
+    items: dict[str, list[VerdictItem]] = {}
+    counted: dict[str, set[str]] = {}
+    for event in events:
+        items.setdefault(event.attester, []).append(event.item())
+        if isinstance(event, VerdictRevealed):
+            counted.setdefault(event.attester, set()).add(event.subject)
+    return {
+        attester: RevealedBallot(
+            tuple(sorted(found, key=VerdictItem.sort_key)),
+            frozenset(counted.get(attester, ())),
+        )
+        for attester, found in items.items()
+    }

@@ -4,8 +4,9 @@ Everything that decides what a node learns is the node's own code, as on a chain
 derivation from the round seed and the peer's address, the same signed and encoded batch, the same
 fetch, verification and re-scoring of every peer batch (from an in-memory content store that is
 re-hashed like any other), the same selection and GRPO step. What is left out is what costs time
-and decides nothing about learning: transactions, blocks, stake and slashing. Attestations are
-recorded with the contract's ordering rule; a flagged batch is "settled" without a penalty.
+and decides nothing about learning: transactions, blocks and money. Judging follows the contract's
+rules in memory (:mod:`node.round.injudging`: phases, seal, seats, commit-reveal, settlement), every
+peer with the same weight; an upheld verdict is recorded, nobody's stake moves.
 
 An :class:`InProcessSwarm` is the shared part (the round, the commitments, the blobs); each node
 gets its own :class:`InProcessExchange` from ``swarm.exchange()``. The experiment's runner moves
@@ -22,8 +23,9 @@ from eth_utils import keccak, to_checksum_address
 
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
-from node.chain.models import Attestation, Parameters
-from node.round.exchange import Exchange, SwarmInfo
+from node.chain.models import Rules, SealInfo, Verdict, VerdictItem, VerdictState
+from node.round.exchange import Exchange, RevealedBallot, SwarmInfo
+from node.round.injudging import PHASES, Judging, Tally
 from node.round.state import ChainIdentity, OwnBatch
 from node.round.view import everyone_published, ordered_commitments
 from node.storage import ContentStore, NotFound, TooLarge, sha256
@@ -33,16 +35,6 @@ from node.storage.base import check_digest, verified
 CHAIN_ID = 31337
 COORDINATOR = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 _ZERO_HASH = "0x" + "00" * 32
-
-#: The local swarm's rules (grace 1 round, attestation window 2), without stake or slashing.
-PARAMETERS = Parameters(
-    min_stake=1,
-    unbonding_period=0,
-    grace_rounds=1,
-    attestation_window_rounds=2,
-    slash_bps=0,
-    dispute_quorum=1,
-)
 
 
 class MemoryStore(ContentStore):
@@ -89,13 +81,19 @@ class InProcessSwarm:
 
     genesis_seed: bytes
     round: int = 0
-    domain: Domain = field(default_factory=lambda: Domain(CHAIN_ID, COORDINATOR))
+    domain: Domain | None = None  # Anvil's chain id and first address, salted with the seed
     store: MemoryStore = field(default_factory=MemoryStore)
-    members: set[str] = field(default_factory=set)
     published: dict[int, dict[str, RolloutsPublished]] = field(default_factory=dict)
-    next_attest: dict[str, int] = field(default_factory=dict)
-    attestations: list[tuple[str, Attestation]] = field(default_factory=list)
-    settled: set[tuple[int, str]] = field(default_factory=set)
+    judging: Judging = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.judging = Judging(self.genesis_seed)
+        if self.domain is None:
+            self.domain = Domain(CHAIN_ID, COORDINATOR, self.genesis_seed)
+
+    @property
+    def members(self) -> set[str]:
+        return self.judging.members
 
     @staticmethod
     def genesis_seed_for(seed: int) -> bytes:
@@ -103,10 +101,16 @@ class InProcessSwarm:
         return keccak(text=f"sapo-experiment/genesis/{seed}")
 
     @property
+    def signing_domain(self) -> Domain:
+        """The EIP-712 domain the swarm's batches are signed in."""
+        assert self.domain is not None  # set in __post_init__
+        return self.domain
+
+    @property
     def identity(self) -> ChainIdentity:
         return ChainIdentity(
-            chain_id=self.domain.chain_id,
-            coordinator=self.domain.verifying_contract,
+            chain_id=self.signing_domain.chain_id,
+            coordinator=self.signing_domain.verifying_contract,
             deployment_block_hash="0x" + keccak(self.genesis_seed).hex(),
         )
 
@@ -117,9 +121,10 @@ class InProcessSwarm:
     def advance(self, round: int) -> None:
         """Makes ``round`` current and drops what no node can use any more."""
         self.round = round
-        oldest = round - PARAMETERS.grace_rounds - PARAMETERS.attestation_window_rounds
+        oldest = round - PHASES.judging_rounds
         for old in [r for r in self.published if r < oldest]:
             self.store.forget(c.digest for c in self.published.pop(old).values())
+        self.judging.forget_before(oldest - PHASES.judging_rounds)
 
 
 class InProcessExchange(Exchange):
@@ -132,12 +137,12 @@ class InProcessExchange(Exchange):
 
     @property
     def domain(self) -> Domain:
-        return self.swarm.domain
+        return self.swarm.signing_domain
 
     def join(self, peer: str) -> SwarmInfo:
         self.peer = to_checksum_address(peer)
         self.swarm.members.add(self.peer)
-        return SwarmInfo(self.swarm.genesis_seed, PARAMETERS, self.swarm.identity)
+        return SwarmInfo(self.swarm.genesis_seed, self.swarm.judging.phases, self.swarm.identity)
 
     def check(self) -> None:
         """Nothing can reset memory."""
@@ -151,7 +156,7 @@ class InProcessExchange(Exchange):
 
     def publish(self, batch: OwnBatch) -> None:
         peer = self._peer()
-        if not self.swarm.round - PARAMETERS.grace_rounds <= batch.round <= self.swarm.round:
+        if self.swarm.round not in PHASES.publish_phase(batch.round):
             raise ValueError(f"round {batch.round} is not open (current {self.swarm.round})")
         round_ = self.swarm.published.setdefault(batch.round, {})
         if peer in round_:
@@ -169,6 +174,7 @@ class InProcessExchange(Exchange):
             reward_sum=batch.reward_sum,
             relayer=None,
         )
+        self.swarm.judging.published(batch.round, peer)
 
     def refresh(self) -> None:
         """Memory is always up to date."""
@@ -183,24 +189,44 @@ class InProcessExchange(Exchange):
     def forget_before(self, round: int) -> None:
         """The swarm forgets for everyone when it advances."""
 
-    def next_attest_round(self, peer: str) -> int:
-        return self.swarm.next_attest.get(peer, 0)
+    def rules_at(self, round: int) -> Rules:
+        return self.swarm.judging.rules
 
-    def attest(self, items: Sequence[Attestation]) -> None:
-        peer = self._peer()
-        keys = [(item.round, int(item.subject, 16)) for item in items]
-        first = self.next_attest_round(peer)
-        if keys != sorted(set(keys)) or (items and items[0].round < first):
-            raise ValueError("attestations must be new and sorted by (round, subject)")
-        self.swarm.attestations += [(peer, item) for item in items]
-        if items:
-            self.swarm.next_attest[peer] = items[-1].round + 1
+    def seal_round(self, round: int) -> None:
+        self.swarm.judging.seal_round(round, self.swarm.round)
 
-    def is_settled(self, round: int, subject: str) -> bool:
-        return (round, subject) in self.swarm.settled
+    def seal(self, round: int) -> SealInfo | None:
+        return self.swarm.judging.seals.get(round)
+
+    def weight_at(self, peer: str, round: int) -> int:
+        return self.swarm.judging.weight_at(peer, round)
+
+    def commit_verdicts(self, round: int, commitment: bytes) -> None:
+        self.swarm.judging.commit(round, self._peer(), commitment, self.swarm.round)
+
+    def reveal_verdicts(self, round: int, items: Sequence[VerdictItem], salt: bytes) -> None:
+        self.swarm.judging.reveal(round, self._peer(), items, salt, self.swarm.round)
+
+    def ballot(self, round: int, attester: str) -> bytes:
+        return self.swarm.judging.ballots.get((round, attester), bytes(32))
+
+    def verdict(self, round: int, subject: str) -> Verdict:
+        tally = self.swarm.judging.tallies.get((round, subject))
+        return (tally or Tally(state=VerdictState.NONE)).verdict()
 
     def settle(self, round: int, subject: str) -> None:
-        self.swarm.settled.add((round, subject))
+        self.swarm.judging.settle(round, subject, self.swarm.round)
+
+    def resolve_flag(self, round: int, subject: str, flagger: str) -> None:
+        self.swarm.judging.resolve_flag(round, subject, flagger)
+
+    def report_agreement(
+        self, round: int, attester: str, items: Sequence[VerdictItem], index: int
+    ) -> None:
+        self.swarm.judging.report_agreement(round, attester, items, index)
+
+    def reveals(self, round: int) -> dict[str, RevealedBallot]:
+        return dict(self.swarm.judging.revealed.get(round, {}))
 
     def _peer(self) -> str:
         if self.peer is None:

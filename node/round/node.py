@@ -1,14 +1,23 @@
 """One swarm node: the steps of a round (docs/DESIGN.md, "Node round loop"), restart-safe.
 
-    produce(r)        derive tasks, generate G completions each, score, sign, store, publish
-                      (node/round/produce.py)
+    produce(r)   derive tasks, generate G completions each, score, sign, store, publish
+                 (node/round/produce.py)
     (the caller waits for peers: :mod:`node.round.loop` in real time, the local swarm in lockstep)
-    complete(r)       gather commitments of r and its grace window, fetch, verify, filter;
-                      train on I local + J external groups; attest; settle; checkpoint
+    complete(r)  1. collect: fetch and verify a random sample of the new commitments of r and its
+                    grace window (what training needs), caching every verdict by (round, subject)
+                 2. judge: for each round in its commit phase, seal it if nobody has, find this
+                    node's committee seats, judge those batches (from the cache, else fetch them),
+                    save the ballot with a fresh salt, then commit it
+                 3. reveal the saved ballots whose reveal phase has come
+                 4. settle the batches this node flagged once settleable, resolve its flags and
+                    report the agreements with upheld flags
+                 5. train on I local + J external groups; checkpoint; prune old state
 
-Restart safety: a round whose training reached the checkpoint is not trained again; verdicts wait
-in the state file until attested; attestations below the contract's ``nextAttestRound`` are known
-to be done (publishing once is the producer's part).
+Every decision is a pure function of :mod:`node.round.ballots`; this module carries them out.
+Restart safety: a round whose training reached the checkpoint is not trained again; a ballot is
+saved before it is committed and the chain's ballot slot says whether it was (a saved ballot whose
+commitment is on-chain is never committed again, and is revealed with its saved salt); a verdict,
+once cached, is never fetched again. A contract refusal of one judging step costs that step only.
 """
 
 from __future__ import annotations
@@ -16,24 +25,36 @@ from __future__ import annotations
 import logging
 import random
 
-from node.chain.errors import ChainError, ContractRevert
+from node.chain.committee import ballot_commitment, new_salt
+from node.chain.errors import ContractRevert
 from node.chain.events import RolloutsPublished
+from node.chain.models import SealInfo, VerdictState
 from node.chain.reverts import (
+    SwarmCoordinatorAlreadySealed,
     SwarmCoordinatorAlreadySettled,
     SwarmCoordinatorNoDispute,
+    SwarmCoordinatorNoFlag,
 )
 from node.chain.rounds import round_seed
 from node.policy.grpo import ScoredGroup
 from node.rollouts.reasons import RejectReason
-from node.round.attestations import plan_attestations
+from node.round.ballots import (
+    agreement_reports,
+    ballot_items,
+    ballot_slot,
+    plan_reveals,
+    sample,
+    seats,
+    settleable,
+)
 from node.round.learner import derived_seed
 from node.round.own import pick_local
 from node.round.produce import Producer
 from node.round.report import RoundReport
-from node.round.state import save_state
+from node.round.state import Ballot, Judged, save_state
 from node.sampling.intake import intake_round
 from node.sampling.selection import VerifiedHistorySelection, select_external
-from node.sampling.verdicts import IntakeReport
+from node.sampling.verdicts import IntakeReport, PeerVerdict
 from node.sampling.verify import RoundContext
 from node.tasks import build_messages
 
@@ -49,9 +70,7 @@ __all__ = ["SwarmNode"]
 
 
 class SwarmNode(Producer):
-    """One peer: produce (steps 1-2, :class:`Producer`), then complete (steps 3-6)."""
-
-    # ------------------------------------------------------------------ steps 3-6: complete
+    """One peer: produce (steps 1-2, :class:`Producer`), then complete (the judging round)."""
 
     def everyone_published(self, round: int) -> bool:
         """Refreshes the view; True when every other active peer has published ``round``."""
@@ -59,46 +78,55 @@ class SwarmNode(Producer):
         return self.exchange.everyone_published(round, besides=self.address)
 
     def complete(self, round: int) -> RoundReport:
-        """Collects, verifies, trains, attests, settles and checkpoints ``round``."""
+        """Collects, judges, reveals, settles, trains and checkpoints ``round``."""
         report = self.report(round)
         with report.timings.measure("chain"):
-            complete = self.everyone_published(round)
+            self.exchange.refresh()
         intake = self.collect(round, report)
+        with report.timings.measure("chain"):
+            current = self.exchange.current_round()
+        self.judge(current, report)
+        self.reveal(current, report)
+        if self.config.round.settle_disputes:
+            self.settle(current, report)
         if self.trained_round is None or self.trained_round < round:
             self.train(round, intake, report)
-        self.attest(round, complete=complete, report=report)
-        if self.config.round.settle_disputes:
-            self.settle(report)
         self.finish(round, report)
         return report
 
+    # ------------------------------------------------------------------ 1. collect
+
     def collect(self, round: int, report: RoundReport) -> IntakeReport:
-        """Fetches and judges the not-yet-judged commitments of ``round`` and its grace window."""
+        """Fetches and judges a random sample (``sampling.fetch_peers``) of the not-yet-judged
+        commitments of ``round`` and its grace window: the batches training may draw from."""
         state = self._state()
-        first = max(0, round - self.params.grace_rounds)
+        first = max(0, round - self.phases.grace_rounds)
         new = [
             c
             for c in self.exchange.commitments(range(first, round + 1))
-            if c.peer != self.address and not state.has_seen(c.round, c.peer)
+            if c.peer != self.address and state.verdict(c.round, c.peer) is None
         ]
-        combined = IntakeReport(round=round)
-        with report.timings.measure("verify"):
-            for r in sorted({c.round for c in new}):
-                combined.verdicts += self._intake(r, [c for c in new if c.round == r]).verdicts
-        for verdict in combined.verdicts:
-            final = verdict.attestable or verdict.reason in _FINAL_SKIPS
-            if final:
-                state.mark_seen(verdict.round, verdict.peer)
-            attestation = verdict.attestation()
-            if attestation is not None:
-                state.pending.append(attestation)
-                if attestation.is_flag:
-                    state.flagged.append((attestation.round, attestation.subject))
-                    report.flagged += 1
+        rng = random.Random(derived_seed("fetch", self.config.training.seed, self.address, round))
+        intake = self.judge_batches(sample(new, self.config.sampling.fetch_peers, rng), report)
         if isinstance(self.strategy, VerifiedHistorySelection):
-            self.strategy.record(combined.verdicts)
-        report.verified_peers += sum(1 for v in combined.verdicts if v.accepted)
-        report.rejections.update(combined.rejections)
+            self.strategy.record(intake.verdicts)
+        report.verified_peers += sum(1 for v in intake.verdicts if v.accepted)
+        report.rejections.update(intake.rejections)
+        return intake
+
+    def judge_batches(
+        self, commitments: list[RolloutsPublished], report: RoundReport
+    ) -> IntakeReport:
+        """Fetches and verifies ``commitments``; caches each final verdict in the state file."""
+        combined = IntakeReport(round=max((c.round for c in commitments), default=0))
+        with report.timings.measure("verify"):
+            for r in sorted({c.round for c in commitments}):
+                batch = [c for c in commitments if c.round == r]
+                combined.verdicts += self._intake(r, batch).verdicts
+        for verdict in combined.verdicts:
+            judged = _judged(verdict)
+            if judged is not None:
+                self._state().record(verdict.round, verdict.peer, judged)
         return combined
 
     def _intake(self, round: int, commitments: list[RolloutsPublished]) -> IntakeReport:
@@ -114,6 +142,193 @@ class SwarmNode(Producer):
         )
         self.exchange.unreached(v.peer for v in intake.verdicts if v.reason in _NOT_FETCHED)
         return intake
+
+    # ------------------------------------------------------------------ 2. judge
+
+    def judge(self, current: int, report: RoundReport) -> None:
+        """Draws, saves and commits a ballot on every round whose commit phase holds ``current``
+        (a saved ballot that is not on-chain yet is committed; one that is, never again)."""
+        state = self._state()
+        for d in self.phases.committing_rounds(current):
+            if d in state.abstained:
+                continue
+            ballot = state.ballots.get(d) or self._draw_ballot(d, current, report)
+            if ballot is not None and not ballot.committed:
+                self._commit(ballot, report)
+
+    def _draw_ballot(self, round: int, current: int, report: RoundReport) -> Ballot | None:
+        """This node's ballot on ``round``, saved; None when it has nothing to commit (yet)."""
+        state = self._state()
+        seal = self._sealed(round, report)
+        if seal is None:
+            return None
+        with report.timings.measure("chain"):
+            weight = self.exchange.weight_at(self.address, round)
+            size = self.exchange.rules_at(round).committee_size
+        commitments = [c for c in self.exchange.commitments([round]) if c.peer != self.address]
+        seated = seats(seal, size, self.address, weight, (c.peer for c in commitments))
+        unjudged = [
+            c for c in commitments if c.peer in seated and state.verdict(round, c.peer) is None
+        ]
+        if unjudged:
+            self.judge_batches(unjudged, report)
+        items = ballot_items(seated, state.judged.get(round, {}))
+        if not items:
+            if not seated or current >= self.phases.commit_phase(round)[-1]:
+                state.abstained.append(round)  # no seat, or nothing judgeable before it closes
+            return None
+        ballot = Ballot(round=round, items=items, salt=new_salt())
+        state.ballots[round] = ballot
+        self._save_state(report)  # before the commitment: without the salt it cannot be revealed
+        return ballot
+
+    def _sealed(self, round: int, report: RoundReport) -> SealInfo | None:
+        """``round``'s seal, sealing it first when nobody has (another node sealing first is fine)."""
+        with report.timings.measure("chain"):
+            seal = self.exchange.seal(round)
+            if seal is not None:
+                return seal
+            try:
+                self.exchange.seal_round(round)
+            except SwarmCoordinatorAlreadySealed:
+                pass
+            except ContractRevert as exc:
+                log.warning("%s: sealing round %d refused: %s", self.address, round, exc)
+                return None
+            return self.exchange.seal(round)
+
+    def _commit(self, ballot: Ballot, report: RoundReport) -> None:
+        state, round = self._state(), ballot.round
+        commitment = ballot_commitment(self.address, round, ballot.items, ballot.salt)
+        with report.timings.measure("chain"):
+            slot = ballot_slot(ballot, commitment, self.exchange.ballot(round, self.address))
+            if slot == "empty":
+                try:
+                    self.exchange.commit_verdicts(round, commitment)
+                except ContractRevert as exc:
+                    log.error("%s: committing on round %d refused: %s", self.address, round, exc)
+                    self._drop_ballot(round)
+                    return
+                report.committed += len(ballot.items)
+            elif slot == "other":
+                log.error(
+                    "%s: the chain holds another commitment on round %d than the saved ballot "
+                    "(an earlier run's, whose ballot was lost): it cannot be revealed",
+                    self.address,
+                    round,
+                )
+                self._drop_ballot(round)
+                return
+        state.ballots[round] = ballot.model_copy(update={"committed": True})
+        self._save_state(report)
+
+    def _drop_ballot(self, round: int) -> None:
+        state = self._state()
+        state.ballots.pop(round, None)
+        if round not in state.abstained:
+            state.abstained.append(round)
+
+    # ------------------------------------------------------------------ 3. reveal
+
+    def reveal(self, current: int, report: RoundReport) -> None:
+        """Reveals each committed ballot whose reveal phase holds ``current``; drops (and logs)
+        those whose reveal phase passed without one."""
+        state = self._state()
+        plan = plan_reveals(list(state.ballots.values()), self.phases, current)
+        for ballot in plan.expired:
+            log.warning(
+                "%s: the ballot on round %d was never revealed and no longer can be",
+                self.address,
+                ballot.round,
+            )
+            state.ballots.pop(ballot.round, None)
+        for ballot in plan.due:
+            self._reveal(ballot, report)
+
+    def _reveal(self, ballot: Ballot, report: RoundReport) -> None:
+        state, round = self._state(), ballot.round
+        commitment = ballot_commitment(self.address, round, ballot.items, ballot.salt)
+        with report.timings.measure("chain"):
+            slot = ballot_slot(ballot, commitment, self.exchange.ballot(round, self.address))
+            if slot == "committed":
+                try:
+                    self.exchange.reveal_verdicts(round, ballot.items, ballot.salt)
+                except ContractRevert as exc:
+                    log.error("%s: revealing round %d refused: %s", self.address, round, exc)
+                    self._drop_ballot(round)
+                    return
+                report.revealed += len(ballot.items)
+            elif slot != "revealed":
+                log.error("%s: no commitment of round %d to reveal", self.address, round)
+                self._drop_ballot(round)
+                return
+        flags = [(round, i.subject) for i in ballot.items if i.is_flag]
+        state.flags += [f for f in flags if f not in state.flags]
+        report.flagged += len(flags)
+        state.ballots[round] = ballot.model_copy(update={"revealed": True})
+        self._save_state(report)
+
+    # ------------------------------------------------------------------ 4. settle
+
+    def settle(self, current: int, report: RoundReport) -> None:
+        """Settles, resolves and reports on each flag of this node whose round is settleable."""
+        state = self._state()
+        due, _ = settleable(state.flags, self.phases, current)
+        for round, subject in due:
+            try:
+                with report.timings.measure("chain"):
+                    self._settle_flag(round, subject, report)
+            except ContractRevert as exc:  # anyone may still do it; it costs only this flag
+                log.warning(
+                    "%s: settling round %d of %s refused: %s", self.address, round, subject, exc
+                )
+            state.flags.remove((round, subject))
+
+    def _settle_flag(self, round: int, subject: str, report: RoundReport) -> None:
+        """Settles (if still open), resolves this node's flag, reports agreements when upheld."""
+        verdict = self.exchange.verdict(round, subject)
+        if verdict.state is VerdictState.PUBLISHED:
+            try:
+                self.exchange.settle(round, subject)
+                report.settled += 1
+            except (SwarmCoordinatorAlreadySettled, SwarmCoordinatorNoDispute):
+                pass
+            verdict = self.exchange.verdict(round, subject)
+        if not verdict.settled:
+            return  # no counted flag on it: nothing to settle or resolve
+        try:
+            self.exchange.resolve_flag(round, subject, self.address)
+        except SwarmCoordinatorNoFlag:
+            pass  # resolved by someone else, or this node's item did not count
+        if verdict.state is VerdictState.UPHELD:
+            self._report_agreements(round, subject, report)
+
+    def _report_agreements(self, round: int, subject: str, report: RoundReport) -> None:
+        """Reports every counted agreement with ``subject``'s upheld batch (each refusal costs
+        that report only: another reporter may have been first)."""
+        reveals = self.exchange.reveals(round)
+        found = agreement_reports(
+            {a: b.items for a, b in reveals.items()},
+            {a: b.counted for a, b in reveals.items()},
+            subject,
+            self.address,
+        )
+        for agreement in found:
+            try:
+                self.exchange.report_agreement(
+                    round, agreement.attester, agreement.items, agreement.index
+                )
+                report.reported += 1
+            except ContractRevert as exc:
+                log.warning(
+                    "%s: reporting %s's agreement on round %d refused: %s",
+                    self.address,
+                    agreement.attester,
+                    round,
+                    exc,
+                )
+
+    # ------------------------------------------------------------------ 5. train, checkpoint
 
     def train(self, round: int, intake: IntakeReport, report: RoundReport) -> None:
         """One GRPO step on up to I local and J verified external groups."""
@@ -139,67 +354,6 @@ class SwarmNode(Producer):
         report.loss = metrics.loss
         self.trained_round = round
 
-    def attest(self, round: int, *, complete: bool, report: RoundReport) -> None:
-        """Sends the verdicts whose round can get no more commitments, in one transaction."""
-        state = self._state()
-        if not state.pending:
-            return
-        with report.timings.measure("chain"):
-            next_round = self.exchange.next_attest_round(self.address)
-            current = self.exchange.current_round()
-        plan = plan_attestations(
-            state.pending,
-            next_round=next_round,
-            current=current,
-            window=self.params.attestation_window_rounds,
-            final_round=round if complete else round - self.params.grace_rounds,
-        )
-        for item in plan.expired:
-            log.warning(
-                "%s: verdict on %s for round %d can no longer be attested",
-                self.address,
-                item.subject,
-                item.round,
-            )
-        state.pending = plan.later
-        if not plan.due:
-            return
-        try:
-            with report.timings.measure("chain"):
-                self.exchange.attest(plan.due)
-            report.attested += len(plan.due)
-        except ContractRevert as exc:  # retrying cannot help: say why, drop them, go on
-            log.error("%s: %d attestations refused: %s", self.address, len(plan.due), exc)
-        except ChainError:
-            state.pending += plan.due  # kept for the retried round (the window permitting)
-            raise
-
-    def settle(self, report: RoundReport) -> None:
-        """Settles the disputes this node flagged once their attestation window has closed."""
-        state = self._state()
-        with report.timings.measure("chain"):
-            current = self.exchange.current_round()
-        remaining = []
-        for round, subject in state.flagged:
-            if current <= round + self.params.attestation_window_rounds:
-                remaining.append((round, subject))
-                continue
-            with report.timings.measure("chain"):
-                if not self.exchange.is_settled(round, subject):
-                    self._settle_one(round, subject, report)
-        state.flagged = remaining
-
-    def _settle_one(self, round: int, subject: str, report: RoundReport) -> None:
-        """Settles one dispute; another peer settling it first is not an error, and a refusal
-        costs only this dispute (anyone may still settle it), never the node's round."""
-        try:
-            self.exchange.settle(round, subject)
-            report.settled += 1
-        except (SwarmCoordinatorAlreadySettled, SwarmCoordinatorNoDispute):
-            pass
-        except ContractRevert as exc:
-            log.warning("%s: settling round %d of %s refused: %s", self.address, round, subject, exc)
-
     def finish(self, round: int, report: RoundReport) -> None:
         """Checkpoints the adapter (if it learned this round) and the protocol state."""
         state = self._state()
@@ -207,11 +361,25 @@ class SwarmNode(Producer):
             if self.trained_round == round:
                 self.learner.save(self.state_dir, round, {"peer": self.address})
             state.last_round = round
-            oldest = round - self.params.attestation_window_rounds - 1
+            oldest = round - self.phases.judging_rounds
             state.prune(oldest)
             self.exchange.forget_before(oldest)
             self._own = {
-                r: own for r, own in self._own.items() if r >= round - self.params.grace_rounds
+                r: own for r, own in self._own.items() if r >= round - self.phases.grace_rounds
             }
             save_state(self.state_dir, state)
         self._reports.pop(round, None)
+
+
+def _judged(verdict: PeerVerdict) -> Judged | None:
+    """What to cache of a verdict: the counts of a judged batch, an empty verdict for one this
+    node cannot judge, None for one to fetch again (it did not arrive)."""
+    if verdict.attestable:
+        return Judged(
+            checked=verdict.checked,
+            agreed=verdict.agreed,
+            verified_reward_sum=verdict.verified_reward_milli,
+        )
+    if verdict.reason in _FINAL_SKIPS:
+        return Judged()
+    return None

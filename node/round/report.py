@@ -55,9 +55,11 @@ class RoundReport:
     external_from: Counter[str] = field(default_factory=Counter)  # groups trained on, per peer
     verified_peers: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
-    attested: int = 0
-    flagged: int = 0
-    settled: int = 0
+    committed: int = 0  # verdicts committed this round (on batches of earlier rounds)
+    revealed: int = 0  # verdicts revealed this round
+    flagged: int = 0  # of them, flags
+    settled: int = 0  # flagged batches settled by this node
+    reported: int = 0  # agreements with upheld flags reported
     trained: bool = False
     loss: float | None = None
     timings: Timings = field(default_factory=Timings)
@@ -74,6 +76,7 @@ class RoundReport:
             f"round {self.round}: published {self.published}, local reward {reward}, "
             f"groups {self.local_groups} local + {self.external_groups} external, "
             f"peers verified {self.verified_peers}, rejected: {rejected}, "
-            f"attested {self.attested} (flags {self.flagged}), {trained}, "
+            f"verdicts committed {self.committed}, revealed {self.revealed} "
+            f"(flags {self.flagged}), {trained}, "
             f"busy {self.timings.busy:.1f}s"
         )

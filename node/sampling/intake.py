@@ -2,7 +2,7 @@
 
 The caller (the round loop) reads the round's ``RolloutsPublished`` events, passes them here with a
 content store and the round's context, and gets an :class:`IntakeReport`: per-peer verdicts (for
-attestation), rejection counts by reason code, and the verified groups to sample from.
+committee ballots), rejection counts by reason code, and the verified groups to sample from.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""What a peer's batch earned in intake: the verdict, its attestation, and the groups kept."""
+"""What a peer's batch earned in intake: the verdict, its ballot item, and the groups kept."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from node.chain.models import Attestation
+from node.chain.models import VerdictItem
 from node.rollouts.reasons import RejectReason
 from node.tasks import TaskItem
 
@@ -37,8 +37,9 @@ class PeerVerdict:
 
     ``reason`` is None for a batch that passed every check. ``attestable`` says whether the batch's
     bytes were the committed ones (digest matched): only then is the peer accountable for what they
-    hold, and only then does this node attest (``checked`` / ``agreed`` / ``verified_reward_milli``).
-    A fetch failure is not the peer's provable fault, so it is counted but never attested.
+    hold, and only then does this node vote on it (``checked`` / ``agreed`` /
+    ``verified_reward_milli``). A fetch failure is not the peer's provable fault, so it is counted
+    but never voted on.
     """
 
     peer: str
@@ -56,14 +57,12 @@ class PeerVerdict:
     def accepted(self) -> bool:
         return self.reason is None
 
-    def attestation(self) -> Attestation | None:
-        """This verdict as an on-chain attestation, or None when there is nothing to attest."""
+    def item(self) -> VerdictItem | None:
+        """This verdict as a ballot item, or None when there is nothing to vote."""
         if not self.attestable or self.checked == 0:
             return None
-        return Attestation(
-            round=self.round,
+        return VerdictItem(
             subject=self.peer,
-            digest=self.digest,
             checked=self.checked,
             agreed=self.agreed,
             verified_reward_sum=self.verified_reward_milli,
@@ -85,7 +84,7 @@ class IntakeReport:
     def groups(self) -> list[VerifiedGroup]:
         return [group for verdict in self.verdicts for group in verdict.groups]
 
-    def attestations(self) -> list[Attestation]:
-        """The attestable verdicts in the contract's order (round, then subject)."""
-        found = [a for a in (v.attestation() for v in self.verdicts) if a is not None]
-        return sorted(found, key=Attestation.sort_key)
+    def items(self) -> list[VerdictItem]:
+        """The votable verdicts as ballot items, in the contract's order (by subject)."""
+        found = [a for a in (v.item() for v in self.verdicts) if a is not None]
+        return sorted(found, key=VerdictItem.sort_key)

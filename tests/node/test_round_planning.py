@@ -1,49 +1,140 @@
-"""The round's pure decisions: which verdicts to attest now, which own groups to train on."""
+"""The round's pure decisions: which peers to fetch, seats, ballots, reveals, settlements,
+agreement reports, and which own groups to train on."""
 
 from __future__ import annotations
 
 import random
 
-from node.chain.models import Attestation
-from node.round.attestations import plan_attestations
+import pytest
+
+from node.chain.committee import ballot_commitment, reveal_receipt, vote_weight
+from node.chain.models import Phases, SealInfo, VerdictItem
+from node.round.ballots import (
+    agreement_reports,
+    ballot_items,
+    ballot_slot,
+    plan_reveals,
+    sample,
+    seats,
+    settleable,
+)
 from node.round.own import OwnRound, pick_local
+from node.round.state import Ballot, Judged
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 
+ME = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 SUBJECTS = (
     "0x90F79bf6EB2c4f870365E785982E1f101E93b906",
     "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
-    "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65",
 )
+PHASES = Phases(grace_rounds=1, commit_rounds=2, reveal_rounds=2)
+SEAL = SealInfo(beacon=b"\x42" * 20, total_weight=100 * 10**18)
 
 
-def verdict(round: int, subject: str) -> Attestation:
-    return Attestation(
-        round=round, subject=subject, digest=b"\x02" * 32, checked=8, agreed=8,
-        verified_reward_sum=1000,
+def item(subject: str, agreed: int = 8) -> VerdictItem:
+    return VerdictItem(subject=subject, checked=8, agreed=agreed, verified_reward_sum=1000)
+
+
+def ballot(round: int, *, committed: bool = True, revealed: bool = False) -> Ballot:
+    return Ballot(
+        round=round, items=[item(SUBJECTS[0])], salt=b"\x01" * 32, committed=committed,
+        revealed=revealed,
     )  # fmt: skip
 
 
-def test_due_verdicts_go_out_in_the_contracts_order() -> None:
-    pending = [verdict(5, s) for s in SUBJECTS] + [verdict(4, SUBJECTS[0])]
-    plan = plan_attestations(pending, next_round=4, current=5, window=2, final_round=5)
-    assert [(a.round, int(a.subject, 16)) for a in plan.due] == sorted(
-        (a.round, int(a.subject, 16)) for a in pending
-    )
-    assert plan.later == [] and plan.expired == []
+def test_the_fetch_sample_is_random_bounded_and_keeps_order() -> None:
+    peers = list(range(20))
+    chosen = sample(peers, 8, random.Random(1))
+    assert len(chosen) == 8 and chosen == sorted(chosen)
+    assert chosen != sample(peers, 8, random.Random(2))
+    assert sample(peers[:3], 8, random.Random(1)) == [0, 1, 2]
+    assert sample(peers, 0, random.Random(1)) == []
 
 
-def test_a_round_that_may_still_get_commitments_waits() -> None:
-    pending = [verdict(5, SUBJECTS[0]), verdict(6, SUBJECTS[1])]
-    plan = plan_attestations(pending, next_round=0, current=6, window=2, final_round=5)
-    assert plan.due == [pending[0]] and plan.later == [pending[1]]
+def test_phases_give_the_rounds_to_commit_reveal_and_settle() -> None:
+    # g=1, c=2, v=2: verdicts on d are committed in d+2..d+3, revealed in d+4..d+5.
+    assert list(PHASES.committing_rounds(10)) == [7, 8]
+    assert list(PHASES.revealing_rounds(10)) == [5, 6]
+    assert PHASES.settleable_from(4) == 10
 
 
-def test_verdicts_behind_next_attest_round_or_out_of_the_window_expire() -> None:
-    behind, stale, fine = verdict(3, SUBJECTS[0]), verdict(4, SUBJECTS[1]), verdict(6, SUBJECTS[2])
-    plan = plan_attestations(
-        [behind, stale, fine], next_round=4, current=7, window=2, final_round=7
-    )
-    assert plan.expired == [behind, stale] and plan.due == [fine]
+def test_a_large_stake_holds_every_seat_a_small_one_some() -> None:
+    heavy = seats(SEAL, 64, ME, 10 * 10**18, SUBJECTS)
+    assert heavy == {s: 10 * 10**18 for s in SUBJECTS}  # k * w >= T
+    assert seats(SEAL, 64, ME, 0, SUBJECTS) == {}
+    assert ME not in seats(SEAL, 64, ME, 10**20, [ME, *SUBJECTS])
+    subjects = [f"0x{i:040x}" for i in range(1, 400)]
+    light = seats(SEAL, 64, ME, 10**18, subjects)  # p = 64 / 100 per seat
+    assert 0.5 < len(light) / len(subjects) < 0.8
+    assert set(light.values()) == {SEAL.total_weight // 64}
+    for subject, weight in light.items():  # the same function as the contract's rule
+        assert vote_weight(SEAL.beacon, SEAL.total_weight, 64, subject, ME, 10**18) == weight
+
+
+def test_a_ballot_votes_on_the_seated_subjects_it_could_judge_sorted() -> None:
+    judged = {
+        SUBJECTS[0]: Judged(checked=8, agreed=8, verified_reward_sum=500),
+        SUBJECTS[1]: Judged(checked=8, agreed=2, verified_reward_sum=100),
+        SUBJECTS[2]: Judged(),  # not judgeable here (unknown preset): no vote
+    }
+    items = ballot_items([SUBJECTS[0], SUBJECTS[1], SUBJECTS[2], ME], judged)
+    assert [i.subject for i in items] == sorted(SUBJECTS[:2], key=lambda s: int(s, 16))
+    assert [i.is_flag for i in items] == [s == SUBJECTS[1] for s in [i.subject for i in items]]
+    assert ballot_items([SUBJECTS[0]], {}) == []
+
+
+def test_reveals_wait_for_their_phase_and_expire_after_it() -> None:
+    ballots = [ballot(3), ballot(5), ballot(6), ballot(4, committed=False), ballot(2, revealed=True)]
+    plan = plan_reveals(ballots, PHASES, current=9)  # reveal phase of 5: 9..10
+    assert [b.round for b in plan.due] == [5]
+    assert [b.round for b in plan.waiting] == [6]
+    assert [b.round for b in plan.expired] == [3]
+
+
+def test_the_ballot_slot_tells_committed_revealed_and_foreign() -> None:
+    saved = ballot(5)
+    commitment = ballot_commitment(ME, 5, saved.items, saved.salt)
+    assert ballot_slot(saved, commitment, bytes(32)) == "empty"
+    assert ballot_slot(saved, commitment, commitment) == "committed"
+    assert ballot_slot(saved, commitment, reveal_receipt(saved.items)) == "revealed"
+    other = ballot_commitment(ME, 5, saved.items, b"\x02" * 32)  # a lost run's salt
+    assert ballot_slot(saved, commitment, other) == "other"
+
+
+def test_flags_are_settled_from_their_settleable_round() -> None:
+    flags = [(3, SUBJECTS[0]), (4, SUBJECTS[1]), (5, SUBJECTS[2])]
+    due, later = settleable(flags, PHASES, current=10)
+    assert due == flags[:2] and later == flags[2:]
+
+
+def test_counted_agreements_of_others_are_reported_with_their_full_ballot() -> None:
+    cheat = SUBJECTS[0]
+    friend = [item(cheat), item(SUBJECTS[1])]
+    late = [item(cheat)]  # its item was ignored (no seat any more): not penalizable
+    mine = [item(cheat)]
+    flagger = [item(cheat, agreed=0)]
+    reveals = {SUBJECTS[2]: friend, ME: mine, SUBJECTS[1]: late, "0x" + "11" * 20: flagger}
+    counted = {
+        SUBJECTS[2]: frozenset({cheat, SUBJECTS[1]}),
+        ME: frozenset({cheat}),
+        SUBJECTS[1]: frozenset(),
+        "0x" + "11" * 20: frozenset({cheat}),
+    }
+    found = agreement_reports(reveals, counted, cheat, ME)
+    assert [(r.attester, r.index) for r in found] == [(SUBJECTS[2], 0)]
+    assert found[0].items == friend
+
+
+@pytest.mark.parametrize("checked,agreed,vote", [(8, 8, True), (8, 3, True), (0, 0, False)])
+def test_a_cached_verdict_is_a_ballot_item_when_it_checked_something(
+    checked: int, agreed: int, vote: bool
+) -> None:
+    judged = Judged(checked=checked, agreed=agreed, verified_reward_sum=7)
+    found = judged.item(SUBJECTS[0])
+    assert (found is not None) is vote
+    if found is not None:
+        assert found.is_flag is (agreed < checked)
 
 
 def own_round(rewards: list[tuple[float, ...]]) -> OwnRound:

@@ -6,11 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from node.chain.models import Attestation
+from node.chain.models import VerdictItem
 from node.chain.rpc import RetryPolicy
 from node.round.errors import StateError
 from node.round.retry import retry_store
-from node.round.state import STATE_FILE, ChainIdentity, NodeState, OwnBatch, load_state, save_state
+from node.round.state import (
+    STATE_FILE,
+    Ballot,
+    ChainIdentity,
+    Judged,
+    NodeState,
+    OwnBatch,
+    load_state,
+    save_state,
+)
 from node.storage import NotFound, StoreUnavailable
 
 PEER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
@@ -22,13 +31,6 @@ IDENTITY = ChainIdentity(
 )
 
 
-def attestation(round: int, agreed: int = 4) -> Attestation:
-    return Attestation(
-        round=round, subject=OTHER, digest=b"\x01" * 32, checked=4, agreed=agreed,
-        verified_reward_sum=2000,
-    )  # fmt: skip
-
-
 def full_state() -> NodeState:
     state = NodeState(peer=PEER, chain=IDENTITY, last_round=7)
     for r in (5, 6, 7):
@@ -36,9 +38,11 @@ def full_state() -> NodeState:
             round=r, digest=bytes([r]) * 32, groups=4, completions=16, reward_sum=r * 100,
             published=r < 7,
         )  # fmt: skip
-        state.mark_seen(r, OTHER)
-        state.pending.append(attestation(r, agreed=3 if r == 6 else 4))
-    state.flagged.append((6, OTHER))
+        state.record(r, OTHER, Judged(checked=4, agreed=3 if r == 6 else 4, verified_reward_sum=2))
+    item = VerdictItem(subject=OTHER, checked=4, agreed=3, verified_reward_sum=2000)
+    state.ballots[5] = Ballot(round=5, items=[item], salt=b"\x09" * 32, committed=True)
+    state.abstained.append(4)
+    state.flags.append((3, OTHER))
     return state
 
 
@@ -48,8 +52,9 @@ def test_the_state_survives_a_save_and_load(tmp_path: Path) -> None:
     loaded = load_state(tmp_path)
     assert loaded == state
     assert loaded.batches[5].digest == b"\x05" * 32 and not loaded.batches[7].published
-    assert loaded.has_seen(6, OTHER) and not loaded.has_seen(6, PEER)
-    assert [a.is_flag for a in loaded.pending] == [False, True, False]
+    assert loaded.verdict(6, OTHER).agreed == 3 and loaded.verdict(6, PEER) is None
+    assert loaded.ballots[5].salt == b"\x09" * 32 and loaded.ballots[5].items[0].is_flag
+    assert loaded.decided(5) and loaded.decided(4) and not loaded.decided(6)
     assert list(tmp_path.iterdir()) == [tmp_path / STATE_FILE]  # no temporary file left
 
 
@@ -64,18 +69,18 @@ def test_a_damaged_state_file_is_an_error_that_says_what_to_do(tmp_path: Path, d
         load_state(tmp_path)
 
 
-def test_prune_forgets_rounds_nothing_can_be_done_with(tmp_path: Path) -> None:
+def test_prune_forgets_rounds_nothing_can_be_done_with_but_keeps_flags() -> None:
     state = full_state()
     state.prune(6)
-    assert sorted(state.batches) == [6, 7] and sorted(state.seen) == [6, 7]
-    assert [a.round for a in state.pending] == [6, 7]
+    assert sorted(state.batches) == [6, 7] and sorted(state.judged) == [6, 7]
+    assert state.ballots == {} and state.abstained == []
+    assert state.flags == [(3, OTHER)]  # until settled and resolved
 
 
-def test_seen_peers_are_recorded_once() -> None:
-    state = NodeState(peer=PEER, chain=IDENTITY)
-    state.mark_seen(3, OTHER)
-    state.mark_seen(3, OTHER)
-    assert state.seen == {3: [OTHER]}
+def test_a_v1_state_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / STATE_FILE).write_text('{"format": "swarm.node-state/1", "pending": []}')
+    with pytest.raises(StateError, match="protocol v2.*move it aside"):
+        load_state(tmp_path)
 
 
 FAST = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.01)

@@ -53,8 +53,8 @@ def test_honest_batch_is_accepted_and_agreed(store: LocalStore) -> None:
     assert verdict.verified_reward_milli == encoded.reward_sum_milli > 0
     assert len(verdict.groups) == encoded.groups
     assert all(group.has_advantage for group in verdict.groups)
-    (attestation,) = report.attestations()
-    assert not attestation.is_flag and attestation.digest == encoded.digest
+    (item,) = report.items()
+    assert not item.is_flag and report.verdicts[0].digest == encoded.digest
     assert not report.rejections
 
 
@@ -77,7 +77,7 @@ def test_forged_signature_is_flagged(store: LocalStore) -> None:
     forged = resign(encoded.batch, OTHER, DOMAIN)
     verdict = _verdict_for(forged, commitment_for(forged, encoded.batch, peer=PEER.address), store)
     assert verdict.reason is RejectReason.BAD_SIGNATURE
-    assert verdict.attestation().is_flag and verdict.groups == ()
+    assert verdict.item().is_flag and verdict.groups == ()
 
 
 def test_batch_replayed_from_an_earlier_round_is_flagged(store: LocalStore) -> None:
@@ -85,7 +85,7 @@ def test_batch_replayed_from_an_earlier_round_is_flagged(store: LocalStore) -> N
     commitment = commitment_for(old.data, old.batch, peer=PEER.address, round=ROUND)
     verdict = _verdict_for(old.data, commitment, store)
     assert verdict.reason is RejectReason.WRONG_ROUND
-    assert verdict.attestation().is_flag
+    assert verdict.item().is_flag
 
 
 def test_batch_of_another_peer_republished_is_rejected(store: LocalStore) -> None:
@@ -142,7 +142,7 @@ def test_inflated_rewards_are_counted_per_completion(store: LocalStore) -> None:
     assert verdict.agreed == encoded.completions - wrong_claims > 0
     assert verdict.verified_reward_milli == encoded.reward_sum_milli  # our scores, not the claims
     assert len(verdict.groups) == encoded.groups - 1  # only the inflated group is dropped
-    assert verdict.attestation().is_flag
+    assert verdict.item().is_flag
 
 
 def test_commitment_that_disagrees_with_the_batch_is_flagged(store: LocalStore) -> None:
@@ -161,7 +161,7 @@ def test_wrong_group_size_is_flagged(store: LocalStore) -> None:
     data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     verdict = _verdict_for(data, commitment_for(data, encoded.batch, peer=PEER.address), store)
     assert verdict.reason is RejectReason.GROUP_SIZE
-    assert verdict.attestation().is_flag  # the peer committed to this document
+    assert verdict.item().is_flag  # the peer committed to this document
 
 
 def test_unknown_preset_is_rejected_with_reason(store: LocalStore) -> None:
@@ -172,21 +172,21 @@ def test_unknown_preset_is_rejected_with_reason(store: LocalStore) -> None:
     verdict = _verdict_for(data, commitment_for(data, encoded.batch, peer=PEER.address), store)
     assert verdict.reason is RejectReason.UNKNOWN_PRESET
     assert "made-up" in verdict.detail
-    assert verdict.attestation() is None  # maybe newer than this node: skipped, not flagged
+    assert verdict.item() is None  # maybe newer than this node: skipped, not flagged
 
 
 def test_garbage_behind_a_commitment_is_flagged_not_raised(store: LocalStore) -> None:
     data = b"\x00\xffnot json at all"
     verdict = _verdict_for(data, commitment_for(data, None, peer=PEER.address), store)
-    assert verdict.reason is RejectReason.BAD_JSON and verdict.attestation().is_flag
+    assert verdict.reason is RejectReason.BAD_JSON and verdict.item().is_flag
 
 
-def test_bytes_that_do_not_match_the_digest_are_not_attested() -> None:
+def test_bytes_that_do_not_match_the_digest_are_not_voted_on() -> None:
     encoded = honest_batch(PEER, DOMAIN)
     commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
     verdict = verify_batch(encoded.data + b" ", commitment, CONTEXT)
     assert verdict.reason is RejectReason.DIGEST_MISMATCH
-    assert verdict.attestation() is None  # the store lied, not provably the peer
+    assert verdict.item() is None  # the store lied, not provably the peer
 
 
 def test_corrupted_blob_in_the_store_is_a_digest_mismatch(store: LocalStore) -> None:
@@ -196,14 +196,14 @@ def test_corrupted_blob_in_the_store_is_a_digest_mismatch(store: LocalStore) -> 
     blob.write_bytes(encoded.data.replace(b"answer", b"ANSWER", 1))
     commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
     (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
-    assert verdict.reason is RejectReason.DIGEST_MISMATCH and verdict.attestation() is None
+    assert verdict.reason is RejectReason.DIGEST_MISMATCH and verdict.item() is None
 
 
 def test_missing_batch_is_a_fetch_failure(store: LocalStore) -> None:
     encoded = honest_batch(PEER, DOMAIN)
     commitment = commitment_for(encoded.data, encoded.batch, peer=PEER.address)
     (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
-    assert verdict.reason is RejectReason.FETCH_FAILED and verdict.attestation() is None
+    assert verdict.reason is RejectReason.FETCH_FAILED and verdict.item() is None
 
 
 @contextmanager
@@ -227,10 +227,10 @@ def test_a_committed_batch_over_the_size_limit_is_flagged_too_large(kind, tmp_pa
     with holding(kind, tmp_path, data) as store:
         (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
     assert verdict.reason is RejectReason.TOO_LARGE and verdict.groups == ()
-    attestation = verdict.attestation()
-    assert attestation is not None and attestation.is_flag
-    assert (attestation.checked, attestation.agreed) == (batch.body.completion_count, 0)
-    assert attestation.digest == hashlib.sha256(data).digest()
+    item = verdict.item()
+    assert item is not None and item.is_flag
+    assert (item.checked, item.agreed) == (batch.body.completion_count, 0)
+    assert verdict.digest == hashlib.sha256(data).digest()
 
 
 @pytest.mark.parametrize("kind", ["local", "kubo"])
@@ -239,7 +239,7 @@ def test_a_blob_over_the_fetch_ceiling_proves_nothing(kind, tmp_path) -> None:
     commitment = commitment_for(data, None, peer=PEER.address, completions=8)
     with holding(kind, tmp_path, data) as store:
         (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
-    assert verdict.reason is RejectReason.FETCH_FAILED and verdict.attestation() is None
+    assert verdict.reason is RejectReason.FETCH_FAILED and verdict.item() is None
     assert str(MAX_FETCH_BYTES) in verdict.detail
 
 
@@ -250,7 +250,7 @@ def test_oversized_bytes_that_miss_the_digest_prove_nothing(tmp_path) -> None:
         assert isinstance(store, LocalStore)
         store.path_of(commitment.digest).write_bytes(data.replace(b"x", b"y", 1))
         (verdict,) = intake_round([commitment], store, CONTEXT).verdicts
-    assert verdict.reason is RejectReason.DIGEST_MISMATCH and verdict.attestation() is None
+    assert verdict.reason is RejectReason.DIGEST_MISMATCH and verdict.item() is None
 
 
 def test_peer_that_hangs_is_abandoned_at_the_per_fetch_limit() -> None:
@@ -304,7 +304,7 @@ def test_malformed_peer_does_not_disturb_honest_ones(store: LocalStore) -> None:
     assert by_peer[PEER.address].accepted and by_peer[PEER.address].groups
     assert by_peer[OTHER.address].reason is RejectReason.BAD_SCHEMA
     assert report.rejections == {"bad_schema": 1}
-    assert [a.subject for a in report.attestations()] == sorted(
+    assert [a.subject for a in report.items()] == sorted(
         [PEER.address, OTHER.address], key=lambda a: int(a, 16)
     )
 
