@@ -2,9 +2,9 @@
 
     GET /                      the leaderboard page (static HTML, JS, CSS; no build step)
     GET /api/leaderboard       ranked peers, paged and sortable
-    GET /api/peers/{address}   one peer: summary, batches round by round, stake history
+    GET /api/peers/{address}   one peer: summary, batches round by round, stake history, duty
     GET /api/rounds            round totals (the reward-over-rounds series), paged
-    GET /api/rounds/{round}    one round: totals and batches
+    GET /api/rounds/{round}    one round: totals, batches with their committee votes, duties
     GET /api/stats             swarm totals (active peers, rounds, batches, verified share)
     GET /health                indexer lag in blocks; 503 when ingestion stopped on an error
     GET /openapi.json          the schema of all of the above
@@ -39,7 +39,7 @@ from coordinator_indexer.models import (
     RoundsPage,
     Stats,
 )
-from coordinator_indexer.store import Store
+from coordinator_indexer.store import IndexerState, Store
 from node.chain.deployment import Deployment
 
 STATIC_DIR = Path(str(resources.files("coordinator_indexer") / "static"))
@@ -71,7 +71,7 @@ def create_app(
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
     app = FastAPI(
         title="Swarm coordinator indexer",
-        version="1",
+        version="2",
         description="Peers, rounds and verified rewards of one SwarmCoordinator, from its events.",
         docs_url=None,
         redoc_url=None,
@@ -82,6 +82,12 @@ def create_app(
         },
     )
     app.add_exception_handler(RequestValidationError, _validation_problem)  # type: ignore[arg-type]
+
+    def closed(state: IndexerState | None) -> int | None:
+        """Rounds below this one are past their reveal phase at the indexed block."""
+        if state is None:
+            return None
+        return state.closed_before(deployment.genesis, deployment.round_duration)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -96,16 +102,34 @@ def create_app(
             int, Query(ge=0, le=MAX_INT64, description="Peers to skip (0 to 2^63 - 1).")
         ] = 0,
         sort: Annotated[
-            Literal["rank", "verified", "claimed", "rounds", "stake", "slashes", "name"],
+            Literal[
+                "rank",
+                "verified",
+                "claimed",
+                "rounds",
+                "stake",
+                "slashes",
+                "name",
+                "duty_done",
+                "duty_missed",
+            ],
             Query(description="Column to sort by."),
         ] = "rank",
         order: Annotated[Literal["asc", "desc"] | None, Query()] = None,
     ) -> dict:
-        """Peers ranked by verified reward. ``order`` defaults to best first (desc; asc for name)."""
+        """Peers ranked by verified reward, with their committee duty (seats held, done, missed).
+        ``order`` defaults to best first (desc; asc for rank and name)."""
         chosen = order or ("asc" if sort in ("rank", "name") else "desc")
         state = store.state()
         with store.engine.connect() as conn:
-            page = queries.leaderboard(conn, sort=sort, order=chosen, limit=limit, offset=offset)
+            page = queries.leaderboard(
+                conn,
+                sort=sort,
+                order=chosen,
+                limit=limit,
+                offset=offset,
+                closed_before=closed(state),
+            )
         return {
             **page,
             "limit": limit,
@@ -126,10 +150,11 @@ def create_app(
             ),
         ],
     ) -> dict:
-        """One peer: summary, every batch with its verdict, and its stake history."""
+        """One peer: summary, every batch with its verdict (committee weights, outcome), its
+        stake history and its committee duty per round."""
         checksummed = to_checksum_address(address.lower())
         with store.engine.connect() as conn:
-            found = queries.peer(conn, checksummed)
+            found = queries.peer(conn, checksummed, closed_before=closed(store.state()))
         if found is None:
             raise HTTPException(404, f"no peer {checksummed} is registered (as far as indexed)")
         return found
@@ -153,9 +178,10 @@ def create_app(
             int, PathParam(ge=0, le=MAX_INT64, description="The round (0 to 2^63 - 1).")
         ],
     ) -> dict:
-        """One round: totals and every batch published for it."""
+        """One round: totals, every batch published for it with its committee's votes (weights,
+        flags, outcome), and each seated peer's committee duty."""
         with store.engine.connect() as conn:
-            found = queries.round_detail(conn, round)
+            found = queries.round_detail(conn, round, closed_before=closed(store.state()))
         if found is None:
             raise HTTPException(404, f"round {round} has no batches (as far as indexed)")
         return found

@@ -6,12 +6,15 @@ shorter than asked, e.g. after a rollback) is ``None``, not an error.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from web3 import Web3
 from web3.exceptions import BlockNotFound
 
+from coordinator_indexer.records import SealReads
 from coordinator_indexer.store import BlockRef
+from node.chain.abi import load_abi
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 
 
@@ -20,12 +23,52 @@ def _hex(value: Any) -> str:
 
 
 class ChainView:
-    """Head and headers of the chain behind ``w3``."""
+    """Head and headers of the chain behind ``w3``; the coordinator's views the indexer needs."""
 
-    def __init__(self, w3: Web3, *, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+    def __init__(
+        self, w3: Web3, coordinator: str | None = None, *, retry: RetryPolicy = DEFAULT_RETRY
+    ) -> None:
         self.w3 = w3
         self.retry = retry
         self.endpoint = endpoint_of(w3)
+        self.contract = (
+            w3.eth.contract(address=coordinator, abi=load_abi()) if coordinator else None
+        )
+
+    def _view(self, what: str, call: Any, block: Any = "latest") -> Any:
+        assert self.contract is not None, "ChainView needs the coordinator for contract views"
+        return call_with_retry(
+            lambda: call.call(block_identifier=block),
+            what=what,
+            endpoint=self.endpoint,
+            policy=self.retry,
+        )
+
+    def judging_rounds(self) -> int:
+        """J = graceRounds + commitRounds + revealRounds (immutable)."""
+        assert self.contract is not None
+        functions = self.contract.functions
+        return sum(
+            int(self._view(f"reading {name}", getattr(functions, name)()))
+            for name in ("graceRounds", "commitRounds", "revealRounds")
+        )
+
+    def seal_reads(self, round_: int, peers: Iterable[str], block_hash: str) -> SealReads:
+        """``rulesAt(round).committeeSize`` and each peer's ``weightAt(peer, round)`` at the end of
+        the block ``block_hash`` (by hash: a block reorganised away fails instead of answering for
+        another chain)."""
+        assert self.contract is not None
+        functions, block = self.contract.functions, bytes.fromhex(block_hash[2:])
+        rules = self._view(f"reading rulesAt({round_})", functions.rulesAt(round_), block)
+        weights = {
+            peer: int(
+                self._view(
+                    f"reading weightAt({peer}, {round_})", functions.weightAt(peer, round_), block
+                )
+            )
+            for peer in sorted(set(peers))
+        }
+        return SealReads(committee_size=int(rules[2]), weights=weights)
 
     def chain_id(self) -> int:
         return int(

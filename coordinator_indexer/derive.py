@@ -3,17 +3,21 @@
 Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
 
 - A batch's **claimed reward** is its publisher's ``rewardSum`` (``RolloutsPublished``).
-- A batch's **verified reward** is the *median* of the ``verifiedRewardSum`` values that other
-  peers attested for it (``Attested``; the contract refuses self-attestation); for an even number
-  of attestations, the mean of the two middle values rounded down to a whole milli-unit. The median
-  is used, not the mean, so that one attester lying high or low cannot move it. A batch nobody
-  attested has no verified reward (NULL), and counts 0 towards its peer's total.
+- A batch's **verified reward** is the *stake-weighted median* of the ``verifiedRewardSum`` values
+  its committee revealed (``VerdictRevealed``, each with its vote weight; ignored items do not
+  count), :func:`weighted_median_milli`; and once settled, the outcome decides: an **upheld** batch
+  (slashed) verifies nothing (0). A batch no committee vote counted on has no verified reward
+  (NULL), and counts 0 towards its peer's total.
 - A peer's **verified reward** is the sum of its batches' verified rewards; its **claimed reward**
   the sum of its claims. Both are int64 milli-units, reward x 1000
   (docs/PROTOCOL.md, "Rewards in milli-units").
-- A batch is **verified** when at least one attester agreed, agreements are at least the flags,
-  and it was not slashed (:func:`is_verified`). A peer's ``verified_batches`` and the swarm's
-  ``/api/stats`` count batches with exactly this predicate.
+- A batch is **verified** (:func:`batch_is_verified`) when at least one committee vote agreed, it
+  was not upheld, and either it was settled rejected or its agreeing weight is at least its
+  flagging weight. A peer's ``verified_batches`` and ``/api/stats`` count exactly these.
+- **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
+  ``node.chain.committee.vote_weight``, over the seal's beacon and total weight, the round's
+  committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
+  round's published batches, and how many of them it revealed a verdict on (``duties``).
 
 Everything here is recomputed from scratch for the touched keys (delete, then insert), so adding
 rows and rolling them back after a reorg go through the same code and cannot drift apart.
@@ -25,24 +29,50 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, false, func, select, tuple_
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, select, true, tuple_
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
-from node.chain.models import median_milli
+from node.chain.committee import vote_weight
 
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
 
 
-def is_verified(publications: Any = schema.publications) -> ColumnElement[bool]:
-    """The one definition of a *verified* batch, as a SQL predicate over ``publications``.
+def weighted_median_milli(votes: Sequence[tuple[int, int]]) -> int | None:
+    """The stake-weighted median of ``(value, weight)`` pairs (None for none, or no weight).
 
-    A slash needs more flags than agreements, so ``agreements >= flags`` already excludes one; the
-    ``slashed`` test states the rule outright."""
-    p = publications
-    return and_(p.c.agreements > 0, p.c.agreements >= p.c.flags, p.c.slashed == false())
+    The smallest value at which the cumulative weight reaches half the total; when it reaches
+    exactly half, the mean of that value and the next one, floored (with equal weights this is
+    the plain median: an even count averages the middle two). Votes holding less than half the
+    weight cannot move it."""
+    ordered = sorted((value, weight) for value, weight in votes if weight > 0)
+    total = sum(weight for _, weight in ordered)
+    if not ordered:
+        return None
+    cumulative = 0
+    for index, (value, weight) in enumerate(ordered):
+        cumulative += weight
+        if 2 * cumulative > total:
+            return value
+        if 2 * cumulative == total:
+            return (value + ordered[index + 1][0]) // 2
+    raise AssertionError("unreachable: the weights add up to the total")
+
+
+def batch_is_verified(
+    agreements: int, agree_weight: int, flag_weight: int, outcome: str | None
+) -> bool:
+    """The one definition of a *verified* batch (see the module docstring)."""
+    if agreements == 0 or outcome == "upheld":
+        return False
+    return outcome == "rejected" or agree_weight >= flag_weight
+
+
+def is_verified(publications: Any = schema.publications) -> ColumnElement[bool]:
+    """:func:`batch_is_verified` as a SQL predicate (it is stored with the batch)."""
+    return publications.c.verified == true()
 
 
 def count_verified(publications: Any = schema.publications) -> ColumnElement[int]:
@@ -52,8 +82,8 @@ def count_verified(publications: Any = schema.publications) -> ColumnElement[int
 
 def recompute(conn: Connection, touched: Touched) -> None:
     """Brings every derived row of ``touched`` in line with the event tables."""
-    batches = set(touched.batches)
-    _recompute_verdicts(conn, batches)
+    _recompute_verdicts(conn, set(touched.batches))
+    _recompute_duties(conn, touched.rounds)
     _recompute_peers(conn, touched.peers)
     _recompute_rounds(conn, touched.rounds)
 
@@ -71,32 +101,32 @@ def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
 
 # ------------------------------------------------------------------------------------ verdicts
 
+_VERDICT_COLUMNS = (
+    "attestations",
+    "agreements",
+    "flags",
+    "verified_milli",
+    "settled",
+    "slashed",
+    "agree_weight_wei",
+    "flag_weight_wei",
+    "ignored",
+    "outcome",
+    "verified",
+)
+
 
 def _recompute_verdicts(conn: Connection, batches: set[tuple[int, str]]) -> None:
-    a, d, p = schema.attestations, schema.disputes, schema.publications
+    v, d, p = schema.votes, schema.settlements, schema.publications
     update = (
         p.update()
         .where(and_(p.c.round == bindparam("k_round"), p.c.peer == bindparam("k_peer")))
-        .values(
-            attestations=bindparam("attestations"),
-            agreements=bindparam("agreements"),
-            flags=bindparam("flags"),
-            verified_milli=bindparam("verified_milli"),
-            settled=bindparam("settled"),
-            slashed=bindparam("slashed"),
-        )
+        .values({name: bindparam(name) for name in _VERDICT_COLUMNS})
     )
     for chunk in _chunks(batches):
-        values: dict[tuple[int, str], list[int]] = defaultdict(list)
-        flags: dict[tuple[int, str], int] = defaultdict(int)
-        for row in conn.execute(
-            select(a.c.round, a.c.subject, a.c.verified_milli, a.c.is_flag).where(
-                tuple_(a.c.round, a.c.subject).in_(chunk)
-            )
-        ):
-            key = (row.round, row.subject)
-            values[key].append(row.verified_milli)
-            flags[key] += int(row.is_flag)
+        votes: dict[tuple[int, str], list[Any]] = defaultdict(list)
+        for row in conn.execute(select(v).where(tuple_(v.c.round, v.c.subject).in_(chunk))):
+            votes[(row.round, row.subject)].append(row)
         settled = {
             (row.round, row.subject): bool(row.slashed)
             for row in conn.execute(
@@ -106,19 +136,89 @@ def _recompute_verdicts(conn: Connection, batches: set[tuple[int, str]]) -> None
             )
         }
         params = [
-            {
-                "k_round": round_,
-                "k_peer": peer,
-                "attestations": len(values[(round_, peer)]),
-                "agreements": len(values[(round_, peer)]) - flags[(round_, peer)],
-                "flags": flags[(round_, peer)],
-                "verified_milli": median_milli(values[(round_, peer)]),
-                "settled": (round_, peer) in settled,
-                "slashed": settled.get((round_, peer), False),
-            }
-            for round_, peer in chunk
+            {"k_round": key[0], "k_peer": key[1], **_verdict(votes[key], settled.get(key))}
+            for key in chunk
         ]
         conn.execute(update, params)
+
+
+def _verdict(votes: list[Any], slashed: bool | None) -> dict[str, Any]:
+    """A batch's derived verdict columns from its votes and its settlement (None: unsettled)."""
+    counted = [vote for vote in votes if vote.counted]
+    flags = [vote for vote in counted if vote.is_flag]
+    agree_weight = sum(int(vote.weight_wei) for vote in counted if not vote.is_flag)
+    flag_weight = sum(int(vote.weight_wei) for vote in flags)
+    outcome = None if slashed is None else "upheld" if slashed else "rejected"
+    median = weighted_median_milli(
+        [(vote.verified_milli, int(vote.weight_wei)) for vote in counted]
+    )
+    agreements = len(counted) - len(flags)
+    return {
+        "attestations": len(counted),
+        "agreements": agreements,
+        "flags": len(flags),
+        "verified_milli": 0 if outcome == "upheld" else median,
+        "settled": slashed is not None,
+        "slashed": bool(slashed),
+        "agree_weight_wei": str(agree_weight),
+        "flag_weight_wei": str(flag_weight),
+        "ignored": len(votes) - len(counted),
+        "outcome": outcome,
+        "verified": batch_is_verified(agreements, agree_weight, flag_weight, outcome),
+    }
+
+
+# -------------------------------------------------------------------------------------- duties
+
+
+def _recompute_duties(conn: Connection, rounds: set[int]) -> None:
+    s, w, p, v = schema.seals, schema.seal_weights, schema.publications, schema.votes
+    for chunk in _chunks(rounds):
+        seals = {row.round: row for row in conn.execute(select(s).where(s.c.round.in_(chunk)))}
+        subjects: dict[int, list[str]] = defaultdict(list)
+        for row in conn.execute(select(p.c.round, p.c.peer).where(p.c.round.in_(chunk))):
+            subjects[row.round].append(row.peer)
+        weights: dict[int, dict[str, int]] = defaultdict(dict)
+        for row in conn.execute(select(w).where(w.c.round.in_(chunk))):
+            weights[row.round][row.peer] = int(row.weight_wei)
+        voted: dict[tuple[int, str], dict[str, bool]] = defaultdict(dict)
+        for row in conn.execute(
+            select(v.c.round, v.c.subject, v.c.attester, v.c.counted).where(v.c.round.in_(chunk))
+        ):
+            voted[(row.round, row.attester)][row.subject] = bool(row.counted)
+        conn.execute(schema.duties.delete().where(schema.duties.c.round.in_(chunk)))
+        rows = [
+            row
+            for round_, seal in seals.items()
+            for row in _duty_rows(round_, seal, subjects[round_], weights[round_], voted)
+        ]
+        if rows:
+            conn.execute(schema.duties.insert(), rows)
+
+
+def _duty_rows(
+    round_: int,
+    seal: Any,
+    subjects: list[str],
+    weights: dict[str, int],
+    voted: dict[tuple[int, str], dict[str, bool]],
+) -> list[dict[str, Any]]:
+    """One row per peer that held a seat in the round: seats held and seats revealed on.
+
+    A counted vote proves a seat even where the weights read at the seal say otherwise."""
+    beacon, total = bytes.fromhex(seal.beacon[2:]), int(seal.total_weight_wei)
+    rows = []
+    for peer in sorted(set(weights) | {attester for r, attester in voted if r == round_}):
+        votes = voted.get((round_, peer), {})
+        seats = {
+            subject
+            for subject in subjects
+            if vote_weight(beacon, total, seal.committee_size, subject, peer, weights.get(peer, 0))
+        } | {subject for subject, counted in votes.items() if counted}
+        if seats:
+            done = sum(1 for subject in seats if subject in votes)
+            rows.append({"round": round_, "peer": peer, "seats": len(seats), "done": done})
+    return rows
 
 
 # --------------------------------------------------------------------------------------- peers
@@ -135,6 +235,8 @@ def _stake_state(changes: Sequence[Any]) -> dict[str, Any]:
             stake = int(change.total_wei) if change.total_wei is not None else stake + amount
         elif change.kind == "slash":
             stake, slashes, slashed = max(0, stake - amount), slashes + 1, slashed + amount
+        elif change.kind in ("forfeit", "penalty"):
+            stake = max(0, stake - amount)
         elif change.kind == "exit":
             status, withdrawable_at = "exiting", change.withdrawable_at
         elif change.kind == "withdraw":
@@ -159,7 +261,7 @@ def _recompute_peers(conn: Connection, peers: set[str]) -> None:
         schema.registrations,
         schema.stake_changes,
         schema.publications,
-        schema.attestations,
+        schema.votes,
     )
     for chunk in _chunks(peers):
         registered = {row.peer: row for row in conn.execute(select(r).where(r.c.peer.in_(chunk)))}
@@ -187,7 +289,7 @@ def _recompute_peers(conn: Connection, peers: set[str]) -> None:
         given = dict(
             conn.execute(
                 select(a.c.attester, func.count())
-                .where(a.c.attester.in_(chunk))
+                .where(a.c.attester.in_(chunk), a.c.counted == true())
                 .group_by(a.c.attester)
             ).all()
         )
@@ -220,59 +322,91 @@ def _peer_row(registration: Any, changes: list[Any], published: Any, given: int)
 
 
 def _recompute_rounds(conn: Connection, rounds: set[int]) -> None:
-    p, a, d = schema.publications, schema.attestations, schema.disputes
     for chunk in _chunks(rounds):
-        published = {
-            row.round: row
-            for row in conn.execute(
-                select(
-                    p.c.round,
-                    func.count().label("publications"),
-                    func.coalesce(func.sum(p.c.groups), 0).label("groups"),
-                    func.coalesce(func.sum(p.c.completions), 0).label("completions"),
-                    func.coalesce(func.sum(p.c.claimed_milli), 0).label("claimed"),
-                    func.coalesce(func.sum(p.c.verified_milli), 0).label("verified"),
-                    func.count(p.c.verified_milli).label("attested"),
-                )
-                .where(p.c.round.in_(chunk))
-                .group_by(p.c.round)
-            )
-        }
-        attested = {
-            row.round: row
-            for row in conn.execute(
-                select(
-                    a.c.round,
-                    func.count().label("attestations"),
-                    func.coalesce(func.sum(case((a.c.is_flag, 1), else_=0)), 0).label("flags"),
-                )
-                .where(a.c.round.in_(chunk))
-                .group_by(a.c.round)
-            )
-        }
-        settled = {
-            row.round: row
-            for row in conn.execute(
-                select(
-                    d.c.round,
-                    func.count().label("disputes"),
-                    func.coalesce(func.sum(case((d.c.slashed, 1), else_=0)), 0).label("slashes"),
-                )
-                .where(d.c.round.in_(chunk))
-                .group_by(d.c.round)
-            )
-        }
+        parts = [
+            _round_publications(conn, chunk),
+            _round_votes(conn, chunk),
+            _round_settlements(conn, chunk),
+            _round_duties(conn, chunk),
+        ]
+        sealed = set(
+            conn.execute(select(schema.seals.c.round).where(schema.seals.c.round.in_(chunk)))
+            .scalars()
+            .all()
+        )
         conn.execute(schema.rounds.delete().where(schema.rounds.c.round.in_(chunk)))
         rows = [
-            _round_row(round_, published.get(round_), attested.get(round_), settled.get(round_))
+            _round_row(round_, *(part.get(round_) for part in parts), round_ in sealed)
             for round_ in chunk
-            if round_ in published or round_ in attested or round_ in settled
+            if any(round_ in part for part in parts) or round_ in sealed
         ]
         if rows:
             conn.execute(schema.rounds.insert(), rows)
 
 
-def _round_row(round_: int, published: Any, attested: Any, settled: Any) -> dict:
+def _round_publications(conn: Connection, chunk: list[int]) -> dict[int, Any]:
+    p = schema.publications
+    query = (
+        select(
+            p.c.round,
+            func.count().label("publications"),
+            func.coalesce(func.sum(p.c.groups), 0).label("groups"),
+            func.coalesce(func.sum(p.c.completions), 0).label("completions"),
+            func.coalesce(func.sum(p.c.claimed_milli), 0).label("claimed"),
+            func.coalesce(func.sum(p.c.verified_milli), 0).label("verified"),
+            func.count(p.c.verified_milli).label("attested"),
+        )
+        .where(p.c.round.in_(chunk))
+        .group_by(p.c.round)
+    )
+    return {row.round: row for row in conn.execute(query)}
+
+
+def _round_votes(conn: Connection, chunk: list[int]) -> dict[int, Any]:
+    v = schema.votes
+    query = (
+        select(
+            v.c.round,
+            func.count().label("attestations"),
+            func.coalesce(func.sum(case((v.c.is_flag, 1), else_=0)), 0).label("flags"),
+        )
+        .where(v.c.round.in_(chunk), v.c.counted == true())
+        .group_by(v.c.round)
+    )
+    return {row.round: row for row in conn.execute(query)}
+
+
+def _round_settlements(conn: Connection, chunk: list[int]) -> dict[int, Any]:
+    d = schema.settlements
+    query = (
+        select(
+            d.c.round,
+            func.count().label("disputes"),
+            func.coalesce(func.sum(case((d.c.slashed, 1), else_=0)), 0).label("slashes"),
+        )
+        .where(d.c.round.in_(chunk))
+        .group_by(d.c.round)
+    )
+    return {row.round: row for row in conn.execute(query)}
+
+
+def _round_duties(conn: Connection, chunk: list[int]) -> dict[int, Any]:
+    u = schema.duties
+    query = (
+        select(
+            u.c.round,
+            func.coalesce(func.sum(u.c.seats), 0).label("seats"),
+            func.coalesce(func.sum(u.c.done), 0).label("done"),
+        )
+        .where(u.c.round.in_(chunk))
+        .group_by(u.c.round)
+    )
+    return {row.round: row for row in conn.execute(query)}
+
+
+def _round_row(
+    round_: int, published: Any, voted: Any, settled: Any, duty: Any, sealed: bool
+) -> dict:
     return {
         "round": round_,
         "publications": published.publications if published else 0,
@@ -281,8 +415,11 @@ def _round_row(round_: int, published: Any, attested: Any, settled: Any) -> dict
         "claimed_milli": int(published.claimed) if published else 0,
         "verified_milli": int(published.verified) if published else 0,
         "attested_batches": published.attested if published else 0,
-        "attestations": attested.attestations if attested else 0,
-        "flags": int(attested.flags) if attested else 0,
+        "attestations": voted.attestations if voted else 0,
+        "flags": int(voted.flags) if voted else 0,
         "disputes": settled.disputes if settled else 0,
         "slashes": int(settled.slashes) if settled else 0,
+        "sealed": sealed,
+        "seats": int(duty.seats) if duty else 0,
+        "seats_done": int(duty.done) if duty else 0,
     }

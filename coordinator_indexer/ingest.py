@@ -32,11 +32,11 @@ from web3 import Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
-from coordinator_indexer.records import records_of
+from coordinator_indexer.records import SealReads, records_of
 from coordinator_indexer.store import BlockRef, IndexerState, Store
 from node.chain.deployment import Deployment
 from node.chain.errors import RetryableChainError
-from node.chain.events import EventReader
+from node.chain.events import ChainEvent, EventReader, PeerRegistered, RoundSealed
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class Indexer:
         self.deployment = deployment
         self.store = store
         self.settings = settings or IngestSettings()
-        self.chain = ChainView(w3, retry=retry)
+        self.chain = ChainView(w3, deployment.coordinator, retry=retry)
         self.reader = EventReader(
             w3, deployment.coordinator, max_chunk=self.settings.max_range, retry=retry
         )
@@ -121,7 +121,11 @@ class Indexer:
         anchor = self.chain.block(self.deployment.deployment_block - 1) or BlockRef(
             self.deployment.deployment_block - 1, created.parent_hash, "0x" + "00" * 32, 0
         )
-        return self.store.start(self.deployment, anchor, self.settings.confirmations)
+        state = self.store.start(self.deployment, anchor, self.settings.confirmations)
+        judging_rounds = self.chain.judging_rounds()
+        if state.judging_rounds != judging_rounds:
+            state = self.store.note_judging_rounds(judging_rounds)
+        return state
 
     # --------------------------------------------------------------------------------- steps
 
@@ -158,10 +162,27 @@ class Indexer:
         known = {b.number: b.hash for b in (*window, first, last)}
         if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in events):
             return StepResult("retry", state.cursor_block, head)
-        records = records_of(events)
+        records = records_of(events, self._seal_reads(events))
         self.store.apply_range(state.cursor_block, records, window, last, head, keep_from)
         self._adapt(len(events))
         return StepResult("applied", end, head, events=len(events), blocks=end - start + 1)
+
+    def _seal_reads(self, events: list[ChainEvent]) -> dict[int, SealReads]:
+        """For each RoundSealed of the range: the chain's committee size and weights at its
+        block, for every peer registered before it (in the database or earlier in the range)."""
+        seals = [e for e in events if isinstance(e, RoundSealed)]
+        if not seals:
+            return {}
+        known = self.store.registered_peers()
+        reads = {}
+        for seal in seals:
+            peers = known | {
+                e.peer
+                for e in events
+                if isinstance(e, PeerRegistered) and e.position < seal.position
+            }
+            reads[seal.round] = self.chain.seal_reads(seal.round, peers, seal.block_hash)
+        return reads
 
     def _adapt(self, events: int) -> None:
         if events > self.settings.max_events:

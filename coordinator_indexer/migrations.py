@@ -27,7 +27,6 @@ from sqlalchemy import (
 )
 
 from coordinator_indexer import schema
-from coordinator_indexer.derive import recompute_all_peers
 from coordinator_indexer.errors import IndexerError
 
 _bookkeeping = MetaData()
@@ -46,11 +45,10 @@ def _create_v1_tables(conn: Connection) -> None:
 
 def _verified_batches(conn: Connection) -> None:
     """peers.verified_rounds (batches anyone attested) becomes verified_batches (derive.is_verified,
-    the definition /api/stats uses), recomputed for every peer."""
+    the definition /api/stats uses); step 4 recounts it (it needs step 4's columns)."""
     columns = {column["name"] for column in inspect(conn).get_columns("peers")}
     if "verified_rounds" in columns:
         conn.execute(text("ALTER TABLE peers RENAME COLUMN verified_rounds TO verified_batches"))
-    recompute_all_peers(conn)
 
 
 def _endpoints(conn: Connection) -> None:
@@ -59,11 +57,61 @@ def _endpoints(conn: Connection) -> None:
     schema.endpoints.create(conn, checkfirst=True)
 
 
+#: Columns protocol v2 adds to tables of schema version 3: (table, column, NOT NULL default or None).
+_V2_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("indexer_state", "judging_rounds", None),
+    ("stake_changes", "counts_from_round", None),
+    ("stake_changes", "exit_round", None),
+    ("publications", "agree_weight_wei", "'0'"),
+    ("publications", "flag_weight_wei", "'0'"),
+    ("publications", "ignored", "0"),
+    ("publications", "outcome", None),
+    ("publications", "verified", "false"),
+    ("rounds", "sealed", "false"),
+    ("rounds", "seats", "0"),
+    ("rounds", "seats_done", "0"),
+)
+
+
+def _add_column(conn: Connection, table: str, name: str, default: str | None) -> None:
+    column = schema.metadata.tables[table].c[name]
+    kind = column.type.compile(dialect=conn.dialect)
+    tail = f" NOT NULL DEFAULT {default}" if default is not None else ""
+    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}{tail}"))
+
+
+def _protocol_v2(conn: Connection) -> None:
+    """Protocol v2: the new event tables (seals and their weights, commits, votes, settlements,
+    flag resolutions, agreement penalties, rules, claims) and derived ``duties``; v2 columns of
+    the existing tables. Rows of v1 keep their values: a v1 batch's ``verified`` and ``outcome``
+    follow from its v1 columns (the v1 predicate), peers' verified_batches are recounted with it.
+    The v1-only tables (schema.LEGACY_TABLES) stay as they are; nothing reads them."""
+    schema.metadata.create_all(conn, checkfirst=True)
+    inspector = inspect(conn)
+    for table, name, default in _V2_COLUMNS:
+        if name not in {c["name"] for c in inspector.get_columns(table)}:
+            _add_column(conn, table, name, default)
+    conn.execute(
+        text(
+            "UPDATE publications SET verified = (agreements > 0 AND agreements >= flags "
+            "AND NOT slashed), outcome = CASE WHEN slashed THEN 'upheld' WHEN settled THEN "
+            "'rejected' ELSE NULL END WHERE verified_milli IS NOT NULL AND outcome IS NULL"
+        )
+    )
+    conn.execute(
+        text(
+            "UPDATE peers SET verified_batches = (SELECT count(*) FROM publications p "
+            "WHERE p.peer = peers.address AND p.verified)"
+        )
+    )
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
     (2, "peers.verified_batches: one definition of a verified batch", _verified_batches),
     (3, "endpoints: the store endpoints peers announced", _endpoints),
+    (4, "protocol v2: seals, votes, settlements, duties and the v2 columns", _protocol_v2),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -10,10 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-#: The one definition of a verified batch (coordinator_indexer.derive.is_verified), for the schema.
+#: The one definition of a verified batch (coordinator_indexer.derive.batch_is_verified).
 VERIFIED = (
-    "at least one attester agreed, agreements are at least the flags, and the batch was not "
-    "slashed"
+    "at least one committee vote agreed, the batch was not upheld (slashed), and it was settled "
+    "rejected or its agreeing vote weight is at least its flagging weight"
+)
+#: Committee duty (coordinator_indexer.derive, "Committee duty").
+DUTY = (
+    "seats held on the committees of other peers' batches (the seat rule over the round's seal, "
+    "committee size and the peer's weightAt at the seal)"
 )
 
 
@@ -32,9 +37,14 @@ class LeaderboardEntry(BaseModel):
     stake_eth: float
     slashes: int
     slashed_wei: str
-    flags_received: int = Field(description="Attestations that flagged the peer's batches.")
-    attestations_given: int
+    flags_received: int = Field(description="Committee votes that flagged the peer's batches.")
+    attestations_given: int = Field(description="Committee votes of the peer that counted.")
     last_round: int | None
+    duty_seats: int = Field(description=f"Committee duty: {DUTY}, in all sealed rounds.")
+    duty_done: int = Field(description="Of those seats, the ones the peer revealed a verdict on.")
+    duty_missed: int = Field(
+        description="Seats without a revealed verdict in rounds whose reveal phase is over."
+    )
 
 
 class Leaderboard(BaseModel):
@@ -47,6 +57,22 @@ class Leaderboard(BaseModel):
     entries: list[LeaderboardEntry]
 
 
+class Vote(BaseModel):
+    """One committee member's revealed verdict on a batch."""
+
+    attester: str
+    checked: int
+    agreed: int
+    verified_reward: float = Field(description="The attester's own reward sum for the batch.")
+    is_flag: bool = Field(description="agreed < checked.")
+    counted: bool = Field(
+        description="VerdictRevealed (true) or VerdictIgnored (false: no seat when revealed)."
+    )
+    weight_wei: str | None = Field(description="Vote weight (wei of stake); null when ignored.")
+    block_number: int
+    tx_hash: str
+
+
 class Batch(BaseModel):
     round: int
     peer: str
@@ -55,22 +81,44 @@ class Batch(BaseModel):
     groups: int
     completions: int
     claimed_reward: float
-    verified_reward: float | None = Field(description="None until another peer attests it.")
-    attestations: int
+    verified_reward: float | None = Field(
+        description="Stake-weighted median of the committee's revealed reward sums (0 once "
+        "upheld); None until a committee vote counts."
+    )
+    attestations: int = Field(description="Committee votes that counted.")
     agreements: int
     flags: int
+    agree_weight_wei: str = Field(description="Vote weight of the agreeing committee votes.")
+    flag_weight_wei: str = Field(description="Vote weight of the flagging committee votes.")
+    ignored: int = Field(description="Revealed items that did not count (VerdictIgnored).")
+    outcome: Literal["upheld", "rejected"] | None = Field(
+        description="Settlement: upheld (slashed), rejected; null while not settled (a batch "
+        "nobody flagged is never settled)."
+    )
+    verified: bool = Field(description=f"Whether the batch is verified: {VERIFIED}.")
     settled: bool
     slashed: bool
     relayer: str | None
     block_number: int
     tx_hash: str
+    votes: list[Vote] | None = Field(
+        None, description="The committee's revealed votes (in /api/rounds/{round} only)."
+    )
 
 
 class StakeChange(BaseModel):
-    kind: Literal["register", "add", "slash", "exit", "withdraw"]
+    kind: Literal["register", "add", "slash", "forfeit", "penalty", "exit", "withdraw"] = Field(
+        description="forfeit: a lost flag's bond (FlagResolved); penalty: an agreement with an "
+        "upheld batch (AgreementPenalized)."
+    )
     amount_wei: str
     stake_after_wei: str
-    withdrawable_at: int | None
+    withdrawable_at: int | None = Field(
+        description="exit: the first round in which withdraw can succeed."
+    )
+    counts_from_round: int | None = Field(
+        description="add: the first round in which the added stake is voting weight."
+    )
     block_number: int
     tx_hash: str
 
@@ -85,14 +133,32 @@ class Endpoint(BaseModel):
     tx_hash: str
 
 
+class Duty(BaseModel):
+    """A peer's committee duty in one sealed round."""
+
+    round: int
+    seats: int = Field(description=f"Seats held: {DUTY}.")
+    done: int = Field(description="Seats the peer revealed a verdict on.")
+    missed: int = Field(description="seats - done once the reveal phase is over, else 0.")
+    closed: bool = Field(description="Whether the round's reveal phase is over.")
+
+
+class PeerDuty(Duty):
+    peer: str
+    name: str | None = None
+
+
 class PeerDetail(LeaderboardEntry):
     registered_block: int
-    withdrawable_at: int | None
+    withdrawable_at: int | None = Field(
+        description="Exiting: the first round in which withdraw can succeed."
+    )
     endpoint: Endpoint | None = Field(
         description="The latest store endpoint the peer announced; null if none or withdrawn."
     )
     batches: list[Batch]
     stake_history: list[StakeChange]
+    duties: list[Duty] = Field(description="Committee duty per sealed round, oldest first.")
 
 
 class RoundEntry(BaseModel):
@@ -107,10 +173,15 @@ class RoundEntry(BaseModel):
     flags: int
     disputes: int
     slashes: int
+    sealed: bool = Field(description="Whether the round's committees were drawn (RoundSealed).")
+    seats: int = Field(description="Committee seats held on the round's batches, all peers.")
+    seats_done: int = Field(description="Of those, seats with a revealed verdict.")
 
 
 class RoundDetail(RoundEntry):
+    closed: bool = Field(description="Whether the round's reveal phase is over.")
     batches: list[Batch]
+    duties: list[PeerDuty] = Field(description="Committee duty of each seated peer.")
 
 
 class RoundsPage(BaseModel):

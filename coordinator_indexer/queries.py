@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, String, case, desc, func, select
+from sqlalchemy import Connection, String, case, desc, func, select, true
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -24,6 +24,8 @@ SORTS = {
     "stake": "stake_gwei",
     "slashes": "slashes",
     "name": "name",
+    "duty_done": "duty_done",
+    "duty_missed": "duty_missed",
 }
 
 _P = schema.peers
@@ -62,9 +64,50 @@ def _rank_column() -> Any:
     )
 
 
-def leaderboard(conn: Connection, *, sort: str, order: str, limit: int, offset: int) -> dict:
-    """One page of peers with their rank, and the total number of peers."""
-    ranked = select(_P, _rank_column()).subquery("ranked")
+def _duty_totals(closed_before: int | None) -> Any:
+    """Per peer: seats held, done, and missed in rounds below ``closed_before`` (a subquery)."""
+    u = schema.duties
+    closed = -1 if closed_before is None else closed_before
+    missed = case((u.c.round < closed, u.c.seats - u.c.done), else_=0)
+    return (
+        select(
+            u.c.peer,
+            func.sum(u.c.seats).label("duty_seats"),
+            func.sum(u.c.done).label("duty_done"),
+            func.sum(missed).label("duty_missed"),
+        )
+        .group_by(u.c.peer)
+        .subquery("duty")
+    )
+
+
+def _ranked(closed_before: int | None) -> Any:
+    duty = _duty_totals(closed_before)
+    return (
+        select(
+            _P,
+            _rank_column(),
+            func.coalesce(duty.c.duty_seats, 0).label("duty_seats"),
+            func.coalesce(duty.c.duty_done, 0).label("duty_done"),
+            func.coalesce(duty.c.duty_missed, 0).label("duty_missed"),
+        )
+        .select_from(_P.outerjoin(duty, duty.c.peer == _P.c.address))
+        .subquery("ranked")
+    )
+
+
+def leaderboard(
+    conn: Connection,
+    *,
+    sort: str,
+    order: str,
+    limit: int,
+    offset: int,
+    closed_before: int | None = None,
+) -> dict:
+    """One page of peers with their rank and committee duty, and the total number of peers.
+    Duty is missed only in rounds below ``closed_before`` (their reveal phase is over)."""
+    ranked = _ranked(closed_before)
     key = ranked.c[SORTS[sort]]
     descending = order == "desc"
     if sort == "rank":  # rank 1 first means verified reward descending
@@ -97,12 +140,17 @@ def _peer_entry(row: Any) -> dict:
         "flags_received": row.flags_received,
         "attestations_given": row.attestations_given,
         "last_round": row.last_round,
+        "duty_seats": int(row.duty_seats),
+        "duty_done": int(row.duty_done),
+        "duty_missed": int(row.duty_missed),
     }
 
 
-def peer(conn: Connection, address: str) -> dict | None:
-    """One peer's summary, its batches round by round, and its stake history; None if unknown."""
-    row = conn.execute(select(_P).where(_P.c.address == address)).first()
+def peer(conn: Connection, address: str, *, closed_before: int | None = None) -> dict | None:
+    """One peer's summary, its batches round by round, its stake history and its committee
+    duty per round; None if unknown."""
+    ranked = _ranked(closed_before)
+    row = conn.execute(select(ranked).where(ranked.c.address == address)).first()
     if row is None:
         return None
     p, s = schema.publications, schema.stake_changes
@@ -110,14 +158,27 @@ def peer(conn: Connection, address: str) -> dict | None:
     changes = conn.execute(
         select(s).where(s.c.peer == address).order_by(s.c.block_number, s.c.log_index)
     ).all()
-    rank = peer_rank(conn, address)
+    u = schema.duties
+    duties = conn.execute(select(u).where(u.c.peer == address).order_by(u.c.round)).all()
     return {
-        **_peer_entry(_WithRank(row, rank)),
+        **_peer_entry(row),
         "registered_block": row.registered_block,
         "withdrawable_at": row.withdrawable_at,
         "endpoint": _latest_endpoint(conn, address),
         "batches": [_batch(b) for b in batches],
         "stake_history": _stake_history(changes),
+        "duties": [_duty(d, closed_before) for d in duties],
+    }
+
+
+def _duty(row: Any, closed_before: int | None) -> dict:
+    closed = closed_before is not None and row.round < closed_before
+    return {
+        "round": row.round,
+        "seats": row.seats,
+        "done": row.done,
+        "missed": row.seats - row.done if closed else 0,
+        "closed": closed,
     }
 
 
@@ -144,16 +205,6 @@ def _latest_endpoint(conn: Connection, address: str) -> dict | None:
     }
 
 
-class _WithRank:
-    """A peers row plus its rank, attribute-accessible like a ranked row."""
-
-    def __init__(self, row: Any, rank: int | None) -> None:
-        self._row, self.rank = row, rank or 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row, name)
-
-
 def _batch(row: Any) -> dict:
     return {
         "round": row.round,
@@ -166,6 +217,11 @@ def _batch(row: Any) -> dict:
         "attestations": row.attestations,
         "agreements": row.agreements,
         "flags": row.flags,
+        "agree_weight_wei": row.agree_weight_wei,
+        "flag_weight_wei": row.flag_weight_wei,
+        "ignored": row.ignored,
+        "outcome": row.outcome,
+        "verified": bool(row.verified),
         "settled": bool(row.settled),
         "slashed": bool(row.slashed),
         "relayer": row.relayer,
@@ -182,7 +238,7 @@ def _stake_history(changes: list[Any]) -> list[dict]:
             stake = amount
         elif change.kind == "add":
             stake = int(change.total_wei) if change.total_wei is not None else stake + amount
-        elif change.kind in ("slash", "withdraw"):
+        elif change.kind in ("slash", "forfeit", "penalty", "withdraw"):
             stake = max(0, stake - amount)
         history.append(
             {
@@ -190,6 +246,7 @@ def _stake_history(changes: list[Any]) -> list[dict]:
                 "amount_wei": change.amount_wei,
                 "stake_after_wei": str(stake),
                 "withdrawable_at": change.withdrawable_at,
+                "counts_from_round": change.counts_from_round,
                 "block_number": change.block_number,
                 "tx_hash": change.tx_hash,
             }
@@ -197,8 +254,9 @@ def _stake_history(changes: list[Any]) -> list[dict]:
     return history
 
 
-def round_detail(conn: Connection, round_: int) -> dict | None:
-    """One round's totals and its batches (by verified reward); None when nothing is indexed."""
+def round_detail(conn: Connection, round_: int, *, closed_before: int | None = None) -> dict | None:
+    """One round's totals, its batches (by verified reward) with their committee votes, and the
+    committee duty of each seated peer; None when nothing is indexed."""
     row = conn.execute(select(schema.rounds).where(schema.rounds.c.round == round_)).first()
     if row is None:
         return None
@@ -209,10 +267,44 @@ def round_detail(conn: Connection, round_: int) -> dict | None:
         .where(p.c.round == round_)
         .order_by(func.coalesce(p.c.verified_milli, -(2**62)).desc(), address_order(p.c.peer))
     ).all()
+    votes = _round_votes(conn, round_)
+    u = schema.duties
+    duties = conn.execute(
+        select(u, _P.c.name)
+        .join(_P, _P.c.address == u.c.peer, isouter=True)
+        .where(u.c.round == round_)
+        .order_by(address_order(u.c.peer))
+    ).all()
     return {
         **_round_entry(row),
-        "batches": [{**_batch(b), "name": b.name} for b in batches],
+        "closed": closed_before is not None and round_ < closed_before,
+        "batches": [{**_batch(b), "name": b.name, "votes": votes.get(b.peer, [])} for b in batches],
+        "duties": [{**_duty(d, closed_before), "peer": d.peer, "name": d.name} for d in duties],
     }
+
+
+def _round_votes(conn: Connection, round_: int) -> dict[str, list[dict]]:
+    """The round's committee votes per subject, in the order they were revealed."""
+    v = schema.votes
+    rows = conn.execute(
+        select(v).where(v.c.round == round_).order_by(v.c.block_number, v.c.log_index)
+    ).all()
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row.subject, []).append(
+            {
+                "attester": row.attester,
+                "checked": row.checked,
+                "agreed": row.agreed,
+                "verified_reward": row.verified_milli / 1000,
+                "is_flag": bool(row.is_flag),
+                "counted": bool(row.counted),
+                "weight_wei": row.weight_wei,
+                "block_number": row.block_number,
+                "tx_hash": row.tx_hash,
+            }
+        )
+    return out
 
 
 def _round_entry(row: Any) -> dict:
@@ -228,6 +320,9 @@ def _round_entry(row: Any) -> dict:
         "flags": row.flags,
         "disputes": row.disputes,
         "slashes": row.slashes,
+        "sealed": bool(row.sealed),
+        "seats": row.seats,
+        "seats_done": row.seats_done,
     }
 
 
@@ -262,7 +357,9 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
         )
     ).one()
     stake_rows = conn.execute(select(_P.c.stake_wei).where(_P.c.status != "withdrawn")).all()
-    attestations = conn.execute(select(func.count()).select_from(schema.attestations)).scalar_one()
+    attestations = conn.execute(
+        select(func.count()).select_from(schema.votes).where(schema.votes.c.counted == true())
+    ).scalar_one()
     total_batches, attested, verified = int(batches[0]), int(batches[1]), int(batches[2])
     current_round = None
     if state is not None and state.cursor_timestamp >= genesis:

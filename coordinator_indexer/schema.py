@@ -3,13 +3,15 @@
 Two kinds of tables:
 
 - **event tables** hold what the chain said, one row per log, keyed by ``(block_number,
-  log_index)``: ``registrations``, ``stake_changes``, ``publications``, ``attestations``,
-  ``disputes``, ``parameter_changes``, ``endpoints``, ``other_events``. A reorg deletes the rows above the common
-  ancestor, nothing else;
+  log_index)`` or by the event's natural key: ``registrations``, ``stake_changes``,
+  ``publications``, ``seals`` (+ ``seal_weights``, the peers' ``weightAt`` read at the seal's block),
+  ``commits``, ``votes``, ``settlements``, ``flag_resolutions``, ``agreement_penalties``, ``rules``,
+  ``claims``, ``endpoints``, ``other_events``. A reorg deletes the rows above the common ancestor,
+  nothing else;
 - **derived tables** are functions of the event tables, recomputed for the keys an applied range or a
   rollback touched (``coordinator_indexer.derive``): the verdict columns of ``publications``,
-  ``peers`` and ``rounds``. Deleting and recomputing is what makes a rollback exact: no derived
-  value is ever patched by a delta that a reorg could leave behind.
+  ``peers``, ``duties`` and ``rounds``. Deleting and recomputing is what makes a rollback exact: no
+  derived value is ever patched by a delta that a reorg could leave behind.
 
 Bookkeeping: ``indexer_state`` (one row: which deployment, the cursor and its block hash, the last
 seen head) and ``blocks`` (hashes of the blocks inside the unconfirmed window, for reorg detection).
@@ -63,6 +65,7 @@ indexer_state = Table(
     Column("cursor_timestamp", BigInteger, nullable=False),
     Column("chain_head", BigInteger, nullable=False),  # head seen at the last poll
     Column("confirmations", Integer, nullable=False),
+    Column("judging_rounds", Integer, nullable=True),  # J = grace + commit + reveal rounds
     Column("updated_at", BigInteger, nullable=False),  # unix time of the last write
 )
 
@@ -84,8 +87,11 @@ registrations = Table(
     Index("ix_registrations_block", "block_number"),
 )
 
-# kind: register | add | slash | exit | withdraw. amount_wei: the stake registered, added, slashed or
-# withdrawn ("0" for exit); total_wei: the contract's total after a StakeAdded, else NULL.
+# kind: register | add | slash | forfeit | penalty | exit | withdraw. amount_wei: the stake
+# registered, added, slashed, forfeited (a lost flag's bond, FlagResolved), taken by an agreement
+# penalty or withdrawn ("0" for exit); total_wei: the contract's total after a StakeAdded, else
+# NULL; withdrawable_at: v2's withdrawableFromRound (a round); counts_from_round: StakeAdded's;
+# exit_round: ExitRequested's.
 stake_changes = Table(
     "stake_changes",
     metadata,
@@ -95,6 +101,8 @@ stake_changes = Table(
     Column("amount_wei", WEI, nullable=False),
     Column("total_wei", WEI, nullable=True),
     Column("withdrawable_at", BigInteger, nullable=True),
+    Column("counts_from_round", BigInteger, nullable=True),
+    Column("exit_round", BigInteger, nullable=True),
     PrimaryKeyConstraint("block_number", "log_index"),
     Index("ix_stake_changes_peer", "peer"),
 )
@@ -110,53 +118,141 @@ publications = Table(
     Column("claimed_milli", BigInteger, nullable=False),  # the event's rewardSum
     Column("relayer", ADDRESS, nullable=True),
     *_position_columns(),
-    # derived from attestations and disputes (derive.recompute_verdicts)
+    # derived from votes and settlements (derive.recompute_verdicts); v2 counts only the votes
+    # that counted (VerdictRevealed), "ignored" the VerdictIgnored items
     Column("attestations", Integer, nullable=False, default=0),
     Column("agreements", Integer, nullable=False, default=0),
     Column("flags", Integer, nullable=False, default=0),
-    Column("verified_milli", BigInteger, nullable=True),  # NULL: nobody attested yet
+    Column("verified_milli", BigInteger, nullable=True),  # NULL: no vote counted yet
     Column("settled", Boolean, nullable=False, default=False),
     Column("slashed", Boolean, nullable=False, default=False),
+    Column("agree_weight_wei", WEI, nullable=False, default="0"),
+    Column("flag_weight_wei", WEI, nullable=False, default="0"),
+    Column("ignored", Integer, nullable=False, default=0),
+    Column("outcome", String(16), nullable=True),  # upheld | rejected | NULL (not settled)
+    Column("verified", Boolean, nullable=False, default=False),  # derive.batch_is_verified
     Index("ix_publications_peer", "peer"),
     Index("ix_publications_block", "block_number"),
 )
 
-attestations = Table(
-    "attestations",
+# RoundSealed, with what the seat rule needs besides the event: the round's committee size
+# (rulesAt(round) read at the seal's block).
+seals = Table(
+    "seals",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("beacon", String(42), nullable=False),  # 0x + 40 hex
+    Column("total_weight_wei", WEI, nullable=False),
+    Column("committee_size", Integer, nullable=False),
+    *_position_columns(),
+    Index("ix_seals_block", "block_number"),
+)
+
+# weightAt(peer, round) of every registered peer with weight > 0, read from the chain at the
+# block of the round's seal (keyed by that block, so a rollback of the seal removes them).
+seal_weights = Table(
+    "seal_weights",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("peer", ADDRESS, primary_key=True),
+    Column("weight_wei", WEI, nullable=False),
+    Column("block_number", BigInteger, nullable=False),
+    Index("ix_seal_weights_block", "block_number"),
+)
+
+commits = Table(
+    "commits",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("attester", ADDRESS, primary_key=True),
+    *_position_columns(),
+    Index("ix_commits_block", "block_number"),
+)
+
+# VerdictRevealed (counted, with its vote weight) and VerdictIgnored (not counted, weight NULL).
+votes = Table(
+    "votes",
     metadata,
     Column("round", BigInteger, primary_key=True),
     Column("subject", ADDRESS, primary_key=True),
     Column("attester", ADDRESS, primary_key=True),
-    Column("digest", HASH, nullable=False),
     Column("checked", BigInteger, nullable=False),
     Column("agreed", BigInteger, nullable=False),
     Column("verified_milli", BigInteger, nullable=False),  # the event's verifiedRewardSum
     Column("is_flag", Boolean, nullable=False),
+    Column("counted", Boolean, nullable=False),
+    Column("weight_wei", WEI, nullable=True),
     *_position_columns(),
-    Index("ix_attestations_attester", "attester"),
-    Index("ix_attestations_block", "block_number"),
+    Index("ix_votes_attester", "attester"),
+    Index("ix_votes_block", "block_number"),
 )
 
-disputes = Table(
-    "disputes",
+# DisputeSettled (v2): the weights it was decided on, who settled it and the tip.
+settlements = Table(
+    "settlements",
     metadata,
     Column("round", BigInteger, primary_key=True),
     Column("subject", ADDRESS, primary_key=True),
     Column("slashed", Boolean, nullable=False),
     Column("amount_wei", WEI, nullable=False),
-    Column("flags", BigInteger, nullable=False),
-    Column("agreements", BigInteger, nullable=False),
+    Column("flag_weight_wei", WEI, nullable=False),
+    Column("agree_weight_wei", WEI, nullable=False),
+    Column("settler", ADDRESS, nullable=False),
+    Column("tip_wei", WEI, nullable=False),
     *_position_columns(),
-    Index("ix_disputes_block", "block_number"),
+    Index("ix_settlements_block", "block_number"),
 )
 
-parameter_changes = Table(
-    "parameter_changes",
+flag_resolutions = Table(
+    "flag_resolutions",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("subject", ADDRESS, primary_key=True),
+    Column("flagger", ADDRESS, primary_key=True),
+    Column("upheld", Boolean, nullable=False),
+    Column("amount_wei", WEI, nullable=False),
+    *_position_columns(),
+    Index("ix_flag_resolutions_block", "block_number"),
+)
+
+agreement_penalties = Table(
+    "agreement_penalties",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("subject", ADDRESS, primary_key=True),
+    Column("attester", ADDRESS, primary_key=True),
+    Column("reporter", ADDRESS, nullable=False),
+    Column("amount_wei", WEI, nullable=False),
+    Column("reporter_share_wei", WEI, nullable=False),
+    *_position_columns(),
+    Index("ix_agreement_penalties_block", "block_number"),
+)
+
+# ParametersScheduled: one row per event (a later one may replace a pending one on-chain).
+rules = Table(
+    "rules",
     metadata,
     *_position_columns(),
-    Column("name", String(64), nullable=False),
-    Column("value", WEI, nullable=False),
+    Column("from_round", BigInteger, nullable=False),
+    Column("min_stake_wei", WEI, nullable=False),
+    Column("flag_bond_wei", WEI, nullable=False),
+    Column("committee_size", Integer, nullable=False),
+    Column("quorum_bps", Integer, nullable=False),
+    Column("floor_bps", Integer, nullable=False),
+    Column("slash_bps", Integer, nullable=False),
+    Column("reward_bps", Integer, nullable=False),
+    Column("tip_bps", Integer, nullable=False),
     PrimaryKeyConstraint("block_number", "log_index"),
+)
+
+claims = Table(
+    "claims",
+    metadata,
+    *_position_columns(),
+    Column("account", ADDRESS, nullable=False),
+    Column("amount_wei", WEI, nullable=False),
+    PrimaryKeyConstraint("block_number", "log_index"),
+    Index("ix_claims_account", "account"),
 )
 
 # EndpointAnnounced: the bytes as announced, 0x-hex (not validated here: nodes do, docs/PROTOCOL.md,
@@ -171,7 +267,7 @@ endpoints = Table(
     Index("ix_endpoints_peer", "peer"),
 )
 
-# Paused, Unpaused, ownership and treasury events: kept as JSON, shown nowhere yet.
+# Paused, Unpaused and ownership events: kept as JSON, shown nowhere yet.
 other_events = Table(
     "other_events",
     metadata,
@@ -190,17 +286,30 @@ peers = Table(
     Column("status", String(16), nullable=False),  # active | exiting | withdrawn
     Column("stake_wei", WEI, nullable=False),
     Column("stake_gwei", BigInteger, nullable=False),  # for sorting
-    Column("withdrawable_at", BigInteger, nullable=True),
+    Column("withdrawable_at", BigInteger, nullable=True),  # v2: withdrawableFromRound
     Column("rounds", Integer, nullable=False),  # batches published
     Column("verified_batches", Integer, nullable=False),  # of those, verified (derive.is_verified)
     Column("claimed_milli", BigInteger, nullable=False),
     Column("verified_milli", BigInteger, nullable=False),
     Column("flags_received", Integer, nullable=False),
-    Column("attestations_given", Integer, nullable=False),
+    Column("attestations_given", Integer, nullable=False),  # v2: votes that counted
     Column("slashes", Integer, nullable=False),
     Column("slashed_wei", WEI, nullable=False),
     Column("last_round", BigInteger, nullable=True),
     Index("ix_peers_verified", "verified_milli"),
+)
+
+# Committee duty per (round, peer): the seats the peer held on the committees of the round's
+# published batches (seat rule over the seal and seal_weights), and how many it revealed a verdict
+# on. Missed = seats - done once the round's reveal phase is over (computed when read).
+duties = Table(
+    "duties",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("peer", ADDRESS, primary_key=True),
+    Column("seats", Integer, nullable=False),
+    Column("done", Integer, nullable=False),
+    Index("ix_duties_peer", "peer"),
 )
 
 rounds = Table(
@@ -217,6 +326,9 @@ rounds = Table(
     Column("flags", Integer, nullable=False),
     Column("disputes", Integer, nullable=False),
     Column("slashes", Integer, nullable=False),
+    Column("sealed", Boolean, nullable=False, default=False),
+    Column("seats", Integer, nullable=False, default=0),
+    Column("seats_done", Integer, nullable=False, default=0),
 )
 
 #: Tables whose rows a reorg deletes above the common ancestor.
@@ -224,11 +336,20 @@ EVENT_TABLES = (
     registrations,
     stake_changes,
     publications,
-    attestations,
-    disputes,
-    parameter_changes,
+    seals,
+    seal_weights,
+    commits,
+    votes,
+    settlements,
+    flag_resolutions,
+    agreement_penalties,
+    rules,
+    claims,
     endpoints,
     other_events,
 )
 #: Tables compared by the kill-and-resume test and dumped by ``Store.dump`` (all data tables).
-DATA_TABLES = (*EVENT_TABLES, peers, rounds, blocks, indexer_state)
+DATA_TABLES = (*EVENT_TABLES, peers, duties, rounds, blocks, indexer_state)
+#: Tables of protocol v1 that a database upgraded from it keeps (read by nothing; a v2 indexer
+#: cannot decode their events): the v1 rows stay for reference.
+LEGACY_TABLES = ("attestations", "disputes", "parameter_changes")

@@ -57,6 +57,15 @@ class IndexerState:
     chain_head: int
     confirmations: int
     updated_at: int
+    judging_rounds: int | None = None
+
+    def closed_before(self, genesis: int, round_duration: int) -> int | None:
+        """Rounds below this one are past their reveal phase at the indexed block (their
+        committee duty is final); None before genesis or without the phases."""
+        if self.judging_rounds is None or self.cursor_timestamp < genesis:
+            return None
+        current = (self.cursor_timestamp - genesis) // round_duration
+        return max(0, current - self.judging_rounds)
 
     @property
     def lag(self) -> int:
@@ -181,11 +190,23 @@ class Store:
             conn.execute(schema.blocks.insert().values(**_block_row(anchor)))
         return self.state()  # type: ignore[return-value]
 
+    def note_judging_rounds(self, judging_rounds: int) -> IndexerState:
+        """Records the deployment's J (graceRounds + commitRounds + revealRounds), which tells
+        when a round's committee duty is final."""
+        with self.engine.begin() as conn:
+            conn.execute(schema.indexer_state.update().values(judging_rounds=judging_rounds))
+        return self.state()  # type: ignore[return-value]
+
     def kept_blocks(self) -> list[BlockRef]:
         """The block hashes kept for reorg detection, newest first."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(schema.blocks).order_by(schema.blocks.c.number.desc()))
             return [BlockRef(r.number, r.hash, r.parent_hash, 0) for r in rows]
+
+    def registered_peers(self) -> set[str]:
+        """Every peer registered as far as indexed."""
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(schema.registrations.c.peer)).scalars())
 
     def note_head(self, head: int) -> None:
         """Records the chain head seen at a poll that had nothing new to apply (for the lag)."""
@@ -285,29 +306,30 @@ def _block_row(block: BlockRef) -> dict[str, Any]:
 def _touched_above(conn: Connection, number: int) -> Touched:
     """The derived keys that rows above block ``number`` contribute to."""
     touched = Touched()
-    for row in conn.execute(
-        select(schema.registrations.c.peer).where(schema.registrations.c.block_number > number)
+    for table, column in (
+        (schema.registrations, "peer"),
+        (schema.stake_changes, "peer"),
+        (schema.commits, "attester"),
+        (schema.flag_resolutions, "flagger"),
+        (schema.agreement_penalties, "attester"),
     ):
-        touched.peers.add(row.peer)
-    for row in conn.execute(
-        select(schema.stake_changes.c.peer).where(schema.stake_changes.c.block_number > number)
-    ):
-        touched.peers.add(row.peer)
-    p, a, d = schema.publications, schema.attestations, schema.disputes
+        touched.peers.update(
+            conn.execute(select(table.c[column]).where(table.c.block_number > number)).scalars()
+        )
+    touched.rounds.update(
+        conn.execute(
+            select(schema.seals.c.round).where(schema.seals.c.block_number > number)
+        ).scalars()
+    )
+    p, v, d = schema.publications, schema.votes, schema.settlements
     for row in conn.execute(select(p.c.round, p.c.peer).where(p.c.block_number > number)):
-        touched.peers.add(row.peer)
-        touched.rounds.add(row.round)
-        touched.batches.add((row.round, row.peer))
+        touched.batch(row.round, row.peer)
     for row in conn.execute(
-        select(a.c.round, a.c.subject, a.c.attester).where(a.c.block_number > number)
+        select(v.c.round, v.c.subject, v.c.attester).where(v.c.block_number > number)
     ):
-        touched.peers.update((row.subject, row.attester))
-        touched.rounds.add(row.round)
-        touched.batches.add((row.round, row.subject))
+        touched.batch(row.round, row.subject, row.attester)
     for row in conn.execute(select(d.c.round, d.c.subject).where(d.c.block_number > number)):
-        touched.peers.add(row.subject)
-        touched.rounds.add(row.round)
-        touched.batches.add((row.round, row.subject))
+        touched.batch(row.round, row.subject)
     return touched
 
 

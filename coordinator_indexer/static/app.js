@@ -72,7 +72,7 @@ async function renderStats() {
   const cards = [
     ["active peers", stats.active_peers.toLocaleString(), `of ${stats.peers} registered`],
     ["rounds", stats.rounds.toLocaleString(), stats.current_round === null ? "" : `chain is in round ${stats.current_round}`],
-    ["batches", stats.batches.toLocaleString(), `${stats.attestations.toLocaleString()} attestations`],
+    ["batches", stats.batches.toLocaleString(), `${stats.attestations.toLocaleString()} committee votes`],
     ["verified share", `${(100 * stats.verified_share).toFixed(1)} %`, `${stats.verified_batches} of ${stats.batches} batches`],
     ["verified reward", fmtReward(stats.verified_reward), `claimed ${fmtReward(stats.claimed_reward)}`],
     ["total stake", `${fmtEth(Number(BigInt(stats.total_stake_wei) / 10n ** 12n) / 1e6)} ETH`, `${stats.slashes} slashes`],
@@ -106,12 +106,14 @@ async function renderBoard() {
       el("td", { class: "num claimed" }, fmtReward(peer.claimed_reward)),
       el("td", { class: "num rounds" }, `${peer.rounds}`),
       el("td", { class: "num stake" }, fmtEth(peer.stake_eth)),
-      el("td", { class: `num slashes${peer.slashes ? " slashed" : ""}` }, String(peer.slashes)));
+      el("td", { class: `num slashes${peer.slashes ? " slashed" : ""}` }, String(peer.slashes)),
+      el("td", { class: "num duty-done", title: `${peer.duty_seats} seats held` }, String(peer.duty_done)),
+      el("td", { class: `num duty-missed${peer.duty_missed ? " slashed" : ""}` }, String(peer.duty_missed)));
     if (peer.address === view.selected) row.classList.add("selected");
     row.addEventListener("click", () => selectPeer(peer.address));
     return row;
   });
-  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no peers registered yet")));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "9", class: "muted" }, "no peers registered yet")));
   $("rows").replaceChildren(...rows);
   for (const th of document.querySelectorAll("th[data-sort]")) {
     th.classList.toggle("sorted", th.dataset.sort === view.sort);
@@ -150,10 +152,12 @@ async function renderChart() {
     },
   ];
   let peerNote = "click a peer in the table to compare";
+  $("batches-panel").hidden = !view.selected;
   if (view.selected) {
     try {
       const peer = await getJSON(`/api/peers/${view.selected}`);
       peerNote = `selected: ${peer.name} (rank ${peer.rank})`;
+      renderBatches(peer);
       series.push(
         {
           label: `${peer.name}: verified`,
@@ -177,6 +181,35 @@ async function renderChart() {
     ...series.map((s) =>
       el("span", {}, el("i", { style: `background:${s.color}${s.dashed ? ";opacity:.6" : ""}` }), s.label))
   );
+}
+
+// ------------------------------------------------------------------------ the selected peer's batches
+
+function weightEth(wei) {
+  return fmtEth(Number(BigInt(wei) / 10n ** 12n) / 1e6);
+}
+
+function outcomeText(batch) {
+  if (batch.outcome === "upheld") return "upheld (slashed)";
+  if (batch.outcome === "rejected") return "flags rejected";
+  if (batch.flags) return "flagged, not settled";
+  if (batch.attestations) return "agreed";
+  return "no committee vote";
+}
+
+function renderBatches(peer) {
+  $("batches-peer").textContent = peer.name;
+  const rows = peer.batches.slice().reverse().map((b) =>
+    el("tr", { "data-round": String(b.round) },
+      el("td", { class: "num" }, String(b.round)),
+      el("td", { class: "num" }, fmtReward(b.claimed_reward)),
+      el("td", { class: "num verified" }, fmtReward(b.verified_reward)),
+      el("td", { class: "num agree-weight" }, weightEth(b.agree_weight_wei)),
+      el("td", { class: "num flag-weight" }, weightEth(b.flag_weight_wei)),
+      el("td", { class: "num" }, `${b.agreements} agree · ${b.flags} flag${b.ignored ? ` · ${b.ignored} ignored` : ""}`),
+      el("td", { class: `outcome ${b.outcome || ""}` }, outcomeText(b))));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no batches yet")));
+  $("batch-rows").replaceChildren(...rows);
 }
 
 function svg(tag, attrs = {}, text) {

@@ -13,8 +13,8 @@ from node.chain.deployment import Deployment
 from tests.chain_fixtures import TEST_RETRY
 from tests.indexer.scenario import (
     EXPECTED_CLAIMED,
-    EXPECTED_RANKING,
-    EXPECTED_STAKE,
+    EXPECTED_DUTY,
+    EXPECTED_STAKE_WEI,
     EXPECTED_VERIFIED,
     ETHER,
     play,
@@ -38,56 +38,90 @@ def test_scenario_is_indexed_with_verified_and_claimed_rewards(
     peers = peers_by_name(indexer.store)
     assert {n: p.verified_milli for n, p in peers.items()} == EXPECTED_VERIFIED
     assert {n: p.claimed_milli for n, p in peers.items()} == EXPECTED_CLAIMED
-    assert {n: int(p.stake_wei) for n, p in peers.items()} == {
-        n: eth * ETHER for n, eth in EXPECTED_STAKE.items()
-    }
+    assert {n: int(p.stake_wei) for n, p in peers.items()} == EXPECTED_STAKE_WEI
     assert {n: p.status for n, p in peers.items()} == {
-        "alice": "active",
-        "bob": "active",
-        "carol": "active",
-        "dave": "exiting",
-        "erin": "active",
+        **{n: "active" for n in EXPECTED_VERIFIED},
+        "erin": "exiting",
     }
     assert (peers["carol"].slashes, peers["carol"].slashed_wei) == (1, str(ETHER))
-    assert peers["carol"].flags_received == 2
-    assert {n: p.rounds for n, p in peers.items()} == {
-        "alice": 2,
-        "bob": 2,
-        "carol": 2,
-        "dave": 2,
-        "erin": 0,
-    }
-    assert peers["dave"].attestations_given == 3 and peers["alice"].attestations_given == 6
+    assert (peers["carol"].flags_received, peers["alice"].flags_received) == (2, 1)
+    assert peers["dave"].attestations_given == 6 and peers["frank"].attestations_given == 1
+    assert peers["erin"].withdrawable_at == chain.current_round() + 5 + 1
     # what the contract itself says agrees with the derived rows
     for name, client in swarm.clients.items():
         assert int(peers[name].stake_wei) == client.peer_info(client.account_address).stake
-    ranking = sorted(peers.values(), key=lambda p: (-p.verified_milli, -p.claimed_milli))
-    assert [p.name for p in ranking] == EXPECTED_RANKING
+    ranking = sorted(
+        peers.values(), key=lambda p: (-p.verified_milli, -p.claimed_milli, int(p.address, 16))
+    )
+    assert [p.name for p in ranking] == swarm.ranking()
 
 
-def test_batches_rounds_and_disputes(chain, client_for, dev_accounts, make_indexer) -> None:
+def test_batches_votes_settlements_and_duty(chain, client_for, dev_accounts, make_indexer) -> None:
     swarm = play(chain, client_for, dev_accounts[1:])
     indexer = make_indexer()
     indexer.sync()
-    carol, r = swarm.address("carol"), swarm.round
+    r, names = swarm.round, swarm.names_by_address()
+    p, d = schema.publications, schema.settlements
     with indexer.store.engine.connect() as conn:
-        batch = conn.execute(
-            select(schema.publications).where(
-                schema.publications.c.round == r, schema.publications.c.peer == carol
-            )
-        ).one()
+        batches = {
+            names[row.peer]: row for row in conn.execute(select(p).where(p.c.round == r))
+        }
         rounds = {row.round: row for row in conn.execute(select(schema.rounds))}
-        (dispute,) = conn.execute(select(schema.disputes)).all()
-    assert (batch.attestations, batch.flags, batch.agreements) == (3, 2, 1)
-    assert (batch.verified_milli, batch.claimed_milli) == (1200, 9000)
-    assert batch.settled and batch.slashed
-    assert (dispute.round, dispute.subject, dispute.slashed) == (r, carol, True)
-    assert int(dispute.amount_wei) == ETHER
+        settlements = {names[row.subject]: row for row in conn.execute(select(d))}
+        duties = conn.execute(select(schema.duties)).all()
+        (seal,) = conn.execute(select(schema.seals).where(schema.seals.c.round == r)).all()
+        counts = indexer.store.counts()
+    carol, alice = batches["carol"], batches["alice"]
+    assert (carol.attestations, carol.flags, carol.agreements) == (3, 2, 1)
+    assert (carol.flag_weight_wei, carol.agree_weight_wei) == (str(4 * ETHER), str(ETHER))
+    assert (carol.verified_milli, carol.claimed_milli, carol.outcome) == (0, 9000, "upheld")
+    assert carol.settled and carol.slashed and not carol.verified
+    assert (alice.flag_weight_wei, alice.agree_weight_wei) == (str(ETHER), str(5 * ETHER))
+    assert (alice.verified_milli, alice.outcome, alice.verified) == (5000, "rejected", True)
+    assert (batches["bob"].outcome, batches["bob"].verified) == (None, True)
+    # the settlements as the chain decided them, with the seal's view of the weights
+    assert settlements["carol"].slashed and int(settlements["carol"].amount_wei) == ETHER
+    assert settlements["carol"].settler == swarm.address("erin")
+    assert int(settlements["carol"].tip_wei) == ETHER * 500 // 10_000
+    assert not settlements["alice"].slashed and settlements["alice"].amount_wei == "0"
+    assert (int(seal.total_weight_wei), seal.committee_size) == (9 * ETHER, 64)
+    assert counts["seal_weights"] == 12 and counts["commits"] == 9 and counts["votes"] == 25
+    assert counts["flag_resolutions"] == 3 and counts["agreement_penalties"] == 1
+    assert counts["claims"] == 1 and counts["settlements"] == 2
+    # committee duty: seats held and revealed per peer, both rounds
+    totals: dict[str, list[int]] = {}
+    for row in duties:
+        seats, done = totals.setdefault(names[row.peer], [0, 0])
+        totals[names[row.peer]] = [seats + row.seats, done + row.done]
+    assert {n: tuple(v) for n, v in totals.items()} == EXPECTED_DUTY
     assert sorted(rounds) == [r, r + 1]
-    assert (rounds[r].publications, rounds[r].attestations, rounds[r].flags) == (4, 12, 2)
-    assert rounds[r].verified_milli == 4900 + 4000 + 1200 + 3000
+    assert (rounds[r].publications, rounds[r].attestations, rounds[r].flags) == (4, 13, 3)
+    assert (rounds[r].disputes, rounds[r].slashes, rounds[r].sealed) == (2, 1, True)
+    assert (rounds[r].seats, rounds[r].seats_done) == (20, 13)
+    assert rounds[r].verified_milli == 5000 + 4000 + 0 + 3000
     assert rounds[r + 1].claimed_milli == 6000 + 4500 + 8000 + 3500
-    assert (rounds[r].slashes, rounds[r + 1].slashes) == (1, 0)
+
+
+def test_stake_changes_of_v2(chain, client_for, dev_accounts, make_indexer) -> None:
+    """Slash, forfeited bond, agreement penalty, pending stake and exit, as stake history."""
+    swarm = play(chain, client_for, dev_accounts[1:])
+    indexer = make_indexer()
+    indexer.sync()
+    s = schema.stake_changes
+    with indexer.store.engine.connect() as conn:
+        rows = conn.execute(select(s).where(s.c.kind.not_in(["register"]))).all()
+    kinds = {(swarm.names_by_address()[row.peer], row.kind): row for row in rows}
+    assert set(kinds) == {
+        ("carol", "slash"),
+        ("frank", "forfeit"),
+        ("dave", "penalty"),
+        ("bob", "add"),
+        ("erin", "exit"),
+    }
+    assert int(kinds[("frank", "forfeit")].amount_wei) == ETHER // 10
+    assert int(kinds[("dave", "penalty")].amount_wei) == ETHER // 10
+    assert kinds[("bob", "add")].counts_from_round == chain.current_round() + 1
+    assert kinds[("erin", "exit")].exit_round == chain.current_round()
 
 
 def test_small_ranges_and_incremental_syncs_give_the_same_tables(
