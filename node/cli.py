@@ -23,6 +23,7 @@ from node.chain.errors import ChainError
 from node.chain.models import TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
+from node.audit.command import audit as audit_command
 from node.experiment.command import experiment as experiment_command
 from node.identity import (
     IdentityError,
@@ -471,6 +472,7 @@ def _failure_line(exc: Exception, workdir: Path) -> str:
 
 
 main.add_command(experiment_command)
+main.add_command(audit_command)
 
 
 @main.command()

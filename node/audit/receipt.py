@@ -1,0 +1,169 @@
+"""An audit's result: per batch its digest, the auditor's own check, the committee's votes and
+weights, the outcome, and agreement or DISAGREEMENT; as canonical JSON (sorted keys, no spaces,
+integers exact: wei and milli-units are JSON integers) with its SHA-256, and as readable lines.
+
+The SHA-256 covers the canonical JSON of the receipt itself (``RoundAudit.document``), so two
+auditors who saw the same chain and the same bytes print the same hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_ETHER = 10**18
+
+
+@dataclass(frozen=True)
+class OwnCheck:
+    """The auditor's own verdict on a batch (node.sampling.verify)."""
+
+    decision: str  # "agree" | "flag"
+    checked: int
+    agreed: int
+    verified_reward_milli: int
+    reason: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One committee member's revealed item (counted: VerdictRevealed; else VerdictIgnored)."""
+
+    attester: str
+    checked: int
+    agreed: int
+    verified_reward_milli: int
+    weight: int | None
+    counted: bool
+
+    @property
+    def is_flag(self) -> bool:
+        return self.agreed < self.checked
+
+
+@dataclass(frozen=True)
+class Committee:
+    """The committee's tally as the contract holds it (``verdict(round, subject)``) and what it
+    decided: ``decision`` flag, agree or none (no vote counted); ``outcome`` the verdict state
+    (published, upheld, rejected), ``settled`` whether a flagged batch was settled."""
+
+    votes: tuple[Vote, ...]
+    agree_weight: int
+    flag_weight: int
+    agreers: int
+    flaggers: int
+    outcome: str
+    decision: str
+    settled: bool
+
+
+@dataclass(frozen=True)
+class BatchAudit:
+    subject: str
+    digest: str
+    own: OwnCheck
+    committee: Committee
+    leaderboard: dict[str, Any] | None = None
+    disagreements: tuple[str, ...] = ()
+
+    @property
+    def agrees(self) -> bool:
+        return not self.disagreements
+
+
+@dataclass(frozen=True)
+class RoundAudit:
+    round: int
+    chain_id: int
+    coordinator: str
+    block: int = field(metadata={"doc": "the chain's head when the audit read it"})
+    batches: tuple[BatchAudit, ...] = ()
+    indexer: str | None = None
+
+    @property
+    def agrees(self) -> bool:
+        return all(batch.agrees for batch in self.batches)
+
+    def document(self) -> dict[str, Any]:
+        """The receipt as plain JSON values (what the SHA-256 covers)."""
+        data = asdict(self)
+        for batch, source in zip(data["batches"], self.batches, strict=True):
+            batch["agrees"] = source.agrees
+        data["agrees"] = self.agrees
+        return data
+
+    def canonical_json(self) -> bytes:
+        return canonical(self.document())
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.canonical_json()).hexdigest()
+
+    def json_report(self) -> str:
+        """``{"receipt": ..., "sha256": ...}``, canonical (one line)."""
+        return json.dumps(
+            {"receipt": self.document(), "sha256": self.sha256},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    def lines(self) -> list[str]:
+        """The receipt for people: one block per batch, then the verdict and the hash."""
+        out = [
+            f"audit of round {self.round} on chain {self.chain_id}, coordinator "
+            f"{self.coordinator}, at block {self.block}: {len(self.batches)} batch(es)"
+        ]
+        for batch in self.batches:
+            out.extend(_batch_lines(batch))
+        bad = [b.subject for b in self.batches if not b.agrees]
+        out.append(
+            "all batches agree with the chain"
+            if not bad
+            else f"DISAGREEMENT on {len(bad)} batch(es): {', '.join(bad)}"
+        )
+        out.append(f"receipt sha256 {self.sha256}")
+        return out
+
+
+def canonical(value: Any) -> bytes:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _eth(wei: int | None) -> str:
+    return "-" if wei is None else f"{wei / _ETHER:.4f} ETH"
+
+
+def _batch_lines(batch: BatchAudit) -> list[str]:
+    own, committee = batch.own, batch.committee
+    own_text = (
+        f"{own.decision} ({own.agreed} of {own.checked} rewards match, verified "
+        f"{own.verified_reward_milli / 1000:.3f})"
+        + (f" [{own.reason}: {own.detail}]" if own.reason else "")
+    )
+    state = committee.outcome + ("" if committee.settled or not committee.flaggers else " (unsettled)")
+    lines = [
+        f"batch {batch.subject} digest {batch.digest}",
+        f"  own check   {own_text}",
+        f"  committee   {committee.decision}: agree {committee.agreers} ({_eth(committee.agree_weight)}), "
+        f"flag {committee.flaggers} ({_eth(committee.flag_weight)}); outcome {state}",
+    ]
+    for vote in committee.votes:
+        kind = "flag " if vote.is_flag else "agree"
+        counted = "" if vote.counted else " (ignored: no seat)"
+        lines.append(
+            f"    {kind} {vote.attester} {vote.agreed}/{vote.checked} verified "
+            f"{vote.verified_reward_milli / 1000:.3f} weight {_eth(vote.weight)}{counted}"
+        )
+    if batch.leaderboard is not None:
+        board = batch.leaderboard
+        lines.append(
+            f"  leaderboard outcome {board.get('outcome')}, verified {board.get('verified_reward')}"
+        )
+    lines.extend(f"  DISAGREEMENT: {text}" for text in batch.disagreements)
+    if batch.agrees:
+        lines.append("  agreement")
+    return lines
