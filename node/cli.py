@@ -18,12 +18,12 @@ from pathlib import Path
 import click
 from eth_account.signers.local import LocalAccount
 
+from node.audit.command import audit as audit_command
 from node.chain.client import CoordinatorClient
 from node.chain.errors import ChainError
 from node.chain.models import TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
-from node.audit.command import audit as audit_command
 from node.experiment.command import experiment as experiment_command
 from node.identity import (
     IdentityError,
