@@ -4,7 +4,8 @@ funded dev accounts, chain-time control and per-test snapshot isolation.
 Fixtures (loaded for every test by tests/conftest.py):
 
 - ``anvil``          session: an Anvil on a free port (the native binary in node_modules); its
-                     log is kept in .artifacts/anvil-<worker>.log, its tail shown on failures
+                     log is kept in .artifacts/anvil-<worker>.log, its tail shown on failures;
+                     extra Anvil options may come from $SWARM_TEST_ANVIL_ARGS
 - ``w3``             session: a Web3 on it
 - ``dev_accounts``   Anvil's ten dev accounts (10,000 ETH each); [0] deploys, owns the contract
 - ``deployment``     session: coordinator deployed with ``TEST_CONFIG`` by ``deploy_coordinator``
@@ -78,7 +79,8 @@ _RUNNING: list[AnvilNode] = []  # the session's Anvil, for the failure report ho
 @pytest.fixture(scope="session")
 def anvil() -> Iterator[AnvilNode]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    node = start_anvil(ARTIFACTS_DIR / f"anvil-{worker}.log")
+    extra = tuple(os.environ.get("SWARM_TEST_ANVIL_ARGS", "").split())
+    node = start_anvil(ARTIFACTS_DIR / f"anvil-{worker}.log", extra_args=extra)
     _RUNNING.append(node)
     yield node
     _RUNNING.remove(node)

@@ -144,7 +144,7 @@ class DeployConfig(BaseModel):
 
     def constructor_values(self) -> dict[str, Any]:
         """Every value a constructor may ask for, by snake_case name."""
-        values: dict[str, Any] = self.model_dump()
+        values: dict[str, Any] = {name: getattr(self, name) for name in type(self).model_fields}
         values |= {"from_round": 0, "phases": self.phases(), "rules": self.rules()}
         return values
 

@@ -52,15 +52,15 @@ def item_on(subject: CoordinatorClient | str, *, flag: bool) -> VerdictItem:
     """A verdict on ``subject``'s batch: a flag (7 of 8 agreed) or an agreement (8 of 8)."""
     address = subject if isinstance(subject, str) else subject.account_address
     assert address is not None
-    return VerdictItem(subject=address, checked=8, agreed=7 if flag else 8, verified_reward_sum=1_000)
+    return VerdictItem(
+        subject=address, checked=8, agreed=7 if flag else 8, verified_reward_sum=1_000
+    )
 
 
 class Ballot:
     """One attester's verdicts on one round: commit them, later reveal them (items sorted)."""
 
-    def __init__(
-        self, client: CoordinatorClient, round: int, items: Sequence[VerdictItem]
-    ) -> None:
+    def __init__(self, client: CoordinatorClient, round: int, items: Sequence[VerdictItem]) -> None:
         self.client = client
         self.round = round
         self.items = sort_items(items)
@@ -97,9 +97,7 @@ def to_settle_phase(chain: DevChain, client: CoordinatorClient, round: int) -> N
         chain.warp_to_round(target)
 
 
-def judge(
-    chain: DevChain, round: int, ballots: Sequence[Ballot], *, seal: bool = True
-) -> None:
+def judge(chain: DevChain, round: int, ballots: Sequence[Ballot], *, seal: bool = True) -> None:
     """Seals ``round`` (unless ``seal=False``), commits every ballot, then reveals them all;
     leaves the chain in the reveal phase."""
     first = ballots[0].client

@@ -84,7 +84,9 @@ def test_wrong_phase_names_the_allowed_rounds() -> None:
 
 
 def test_expired_signature_shows_the_deadline() -> None:
-    error = decode_revert(revert_data("SwarmCoordinatorSignatureExpired", ["uint64"], [1_767_225_600]))
+    error = decode_revert(
+        revert_data("SwarmCoordinatorSignatureExpired", ["uint64"], [1_767_225_600])
+    )
     assert isinstance(error, SwarmCoordinatorSignatureExpired)
     assert "expired at 2026-01-01 00:00:00 UTC" in str(error) and "sign again" in str(error)
 

@@ -14,9 +14,18 @@ from node.chain.reverts import (
     SwarmCoordinatorNotActive,
     SwarmCoordinatorNotExiting,
     SwarmCoordinatorOpenDisputes,
-    SwarmCoordinatorStillUnbonding,
+    SwarmCoordinatorOpenFlags,
+    SwarmCoordinatorStillBonded,
 )
-from tests.chain.helpers import ETHER, publish, register_all, verdict_on
+from tests.chain.helpers import (
+    ETHER,
+    Ballot,
+    item_on,
+    judge,
+    publish,
+    register_all,
+    to_settle_phase,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +81,25 @@ def test_add_stake(client_for, dev_accounts) -> None:
         client.add_stake(0)
 
 
-def test_exit_then_withdraw_after_unbonding(chain, client_for, dev_accounts) -> None:
+def test_deposits_count_as_weight_from_the_next_round(chain, client_for, dev_accounts) -> None:
+    client = client_for(dev_accounts[1])
+    address = dev_accounts[1].address
+    client.register("alice", ETHER)
+    now = chain.current_round()
+    info = client.peer_info(address)
+    assert (info.pending_stake, info.pending_from) == (ETHER, now + 1)
+    assert client.weight_at(address, now) == 0 == info.counted_stake(now)
+    assert client.weight_at(address, now + 1) == ETHER == info.counted_stake(now + 1)
+    chain.warp_to_round(now + 1)
+    client.add_stake(ETHER // 2)
+    info = client.peer_info(address)
+    assert (info.stake, info.pending_from) == (3 * ETHER // 2, now + 2)
+    for round_ in range(now, now + 4):
+        assert client.weight_at(address, round_) == info.counted_stake(round_)
+    assert client.weight_at(address, now + 2) == 3 * ETHER // 2 and info.free_stake == info.stake
+
+
+def test_exit_then_withdraw_when_no_round_can_be_judged(chain, client_for, dev_accounts) -> None:
     account = dev_accounts[1]
     client = client_for(account)
     client.register("alice", 3 * ETHER)
@@ -80,13 +107,18 @@ def test_exit_then_withdraw_after_unbonding(chain, client_for, dev_accounts) -> 
         client.withdraw()
     client.request_exit()
     info = client.peer_info(account.address)
-    assert info.status is PeerStatus.EXITING
-    assert info.withdrawable_at == chain.now() + chain.deployment.parameters.unbonding_period
-    with pytest.raises(SwarmCoordinatorStillUnbonding) as caught:
+    exit_round = chain.current_round()
+    assert info.status is PeerStatus.EXITING and info.exit_round == exit_round
+    assert client.weight_at(account.address, exit_round + 1) == 0
+    withdrawable = client.cached_phases.withdrawable_from(exit_round)
+    with pytest.raises(SwarmCoordinatorStillBonded) as caught:
         client.withdraw()
-    assert caught.value.withdrawable_at == info.withdrawable_at
-    assert "withdraw works from" in str(caught.value) and "(in " in str(caught.value)
-    chain.warp_to(info.withdrawable_at)
+    assert caught.value.withdrawable_from_round == withdrawable
+    assert f"withdraw works from round {withdrawable}" in str(caught.value)
+    chain.warp_to_round(withdrawable - 1)
+    with pytest.raises(SwarmCoordinatorStillBonded):
+        client.withdraw()
+    chain.warp_to_round(withdrawable)
     before = chain.balance(account.address)
     receipt = client.withdraw()
     assert chain.balance(account.address) == before + 3 * ETHER - receipt.fee_wei
@@ -95,21 +127,32 @@ def test_exit_then_withdraw_after_unbonding(chain, client_for, dev_accounts) -> 
         client.register("alice", ETHER)
 
 
-def test_withdraw_is_blocked_while_a_dispute_is_open(chain, client_for, dev_accounts) -> None:
+def test_withdraw_waits_for_open_disputes_and_flags(chain, client_for, dev_accounts) -> None:
     subject, flagger, agreer = register_all(client_for, dev_accounts[1:4])
-    round_ = chain.current_round()
-    digest = publish(subject, round_)
+    round_ = chain.current_round() + 1
+    chain.warp_to_round(round_)
+    publish(subject, round_)
     subject.request_exit()
-    chain.warp_to_round(round_ + 1)
-    flagger.attest([verdict_on(subject, round_, digest, flag=True)])
-    chain.warp_to(subject.peer_info(subject.account_address).withdrawable_at)
+    flagger.request_exit()  # exiting peers still judge the rounds up to their exit round
+    ballots = [
+        Ballot(flagger, round_, [item_on(subject, flag=True)]),
+        Ballot(agreer, round_, [item_on(subject, flag=False)]),
+    ]
+    judge(chain, round_, ballots)
+    to_settle_phase(chain, subject, round_)
     with pytest.raises(SwarmCoordinatorOpenDisputes) as caught:
         subject.withdraw()
     assert caught.value.open_disputes == 1 and "settle" in str(caught.value)
-    chain.warp_to_round(max(chain.current_round(), round_ + 3))
-    agreer.settle(round_, subject.account_address)  # one flag is below the quorum of 2: no slash
+    with pytest.raises(SwarmCoordinatorOpenFlags) as flags:
+        flagger.withdraw()
+    assert flags.value.open_flags == 1 and "resolve" in str(flags.value)
+    agreer.settle(round_, subject.account_address)  # one flag against one agreement: rejected
     subject.withdraw()
-    assert subject.peer_info(subject.account_address).stake == 0
+    with pytest.raises(SwarmCoordinatorOpenFlags):
+        flagger.withdraw()
+    agreer.resolve_flag(round_, subject.account_address, flagger.account_address)
+    flagger.withdraw()  # its stake less the forfeited bond
+    assert subject.claimable(subject.account_address) == ETHER // 10
 
 
 def test_revert_is_a_contract_revert_and_not_retried(client_for, dev_accounts) -> None:
