@@ -1,4 +1,5 @@
-"""Building in-process swarm nodes on the test Anvil: honest, reward-inflating, malformed.
+"""Building in-process swarm nodes on the test Anvil: honest, reward-inflating, malformed,
+shielding (agrees with a friend's batches whatever they hold).
 
 The tiny random model never writes a correct answer, so its groups would all score 0 and carry no
 learning signal. :class:`AnsweringLearner` samples real completions from it and appends the
@@ -17,6 +18,7 @@ from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
+from node.chain.events import EventReader, RolloutsPublished
 from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig, with_overrides
 from node.learning_data import GeneratedCompletion, GeneratedGroup
@@ -29,7 +31,9 @@ from node.round.factory import build_node
 from node.round.learner import Learner
 from node.round.node import SwarmNode
 from node.round.own import BatchToPublish
+from node.round.report import RoundReport
 from node.round.retry import STORE_RETRY
+from node.sampling.verdicts import IntakeReport
 from node.storage import ContentStore
 from node.tasks import TaskItem, generator_id
 
@@ -111,6 +115,32 @@ class MalformedNode(SwarmNode):
     ) -> BatchToPublish:
         data = b'{"body": "this is not a batch", "round": ' + str(round).encode() + b"}"
         return BatchToPublish(data, hashlib.sha256(data).digest(), 1, 1, 1000)
+
+
+class ShieldingNode(SwarmNode):
+    """Judges honestly, except that it always agrees with ``friend``'s batches (a sock puppet
+    shielding a cheater: its agreement is reported and penalized once the flags win)."""
+
+    friend: str | None = None
+
+    def judge_batches(
+        self, commitments: list[RolloutsPublished], report: RoundReport
+    ) -> IntakeReport:
+        intake = super().judge_batches(commitments, report)
+        state = self._state()
+        for c in commitments:
+            judged = state.verdict(c.round, c.peer)
+            if c.peer == self.friend and judged is not None and judged.checked:
+                state.record(c.round, c.peer, judged.model_copy(update={"agreed": judged.checked}))
+        return intake
+
+
+def published_digest(client: CoordinatorClient, round: int, peer: str) -> bytes | None:
+    """The digest ``peer`` published for ``round``, from its RolloutsPublished event (the v2
+    contract keeps no digest)."""
+    reader = EventReader(client.w3, client.address)
+    found = reader.read(0, client.block_number(), events=[RolloutsPublished], round=round)
+    return next((e.digest for e in found if e.peer == peer), None)
 
 
 def make_node(

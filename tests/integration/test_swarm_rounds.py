@@ -1,4 +1,5 @@
-"""Nodes of the swarm over real rounds on Anvil: publish, share, verify, train, attest, slash."""
+"""Nodes of the swarm over real rounds on Anvil: publish, share, verify, train, and judge by
+committee (seal, commit, reveal, settle, resolve, report), restart-safe."""
 
 from __future__ import annotations
 
@@ -8,14 +9,34 @@ import pytest
 import torch
 from eth_account.signers.local import LocalAccount
 
-from node.chain.events import Attested, DisputeSettled, EventReader, RolloutsPublished
+from node.chain.events import (
+    AgreementPenalized,
+    DisputeSettled,
+    EventReader,
+    FlagResolved,
+    RolloutsPublished,
+    RoundSealed,
+    VerdictRevealed,
+    VerdictsCommitted,
+)
 from node.policy.checkpoint import read_checkpoint
 from node.round.lockstep import run_lockstep
 from node.round.node import SwarmNode
-from tests.chain_fixtures import ChainControl
-from tests.integration.swarm import ETHER, InflatingNode, MalformedNode
+from tests.chain_fixtures import TEST_CONFIG, ChainControl
+from tests.integration.swarm import (
+    ETHER,
+    InflatingNode,
+    MalformedNode,
+    ShieldingNode,
+    published_digest,
+)
 
 pytestmark = pytest.mark.integration
+
+#: Rounds until the first round's flags are settled: g=1, c=2, v=2 (J = 5), settle from r + 6.
+FIRST_SETTLEMENT = (
+    TEST_CONFIG.grace_rounds + TEST_CONFIG.commit_rounds + TEST_CONFIG.reveal_rounds + 1
+)
 
 
 def events(chain: ChainControl, kind: type, first_round: int) -> list:
@@ -36,7 +57,7 @@ def lora_b_norm(node: SwarmNode) -> float:
     return sum(float(p.detach().norm()) for k, p in params.items() if "lora_B" in k)
 
 
-def test_three_honest_nodes_share_train_and_attest_for_three_rounds(
+def test_three_honest_nodes_share_train_and_commit_verdicts(
     chain: ChainControl,
     dev_accounts: list[LocalAccount],
     node_factory: Callable[..., SwarmNode],
@@ -49,7 +70,7 @@ def test_three_honest_nodes_share_train_and_attest_for_three_rounds(
     assert [r.round for r in reports] == [r for r in rounds for _ in nodes]
     for node in nodes:
         for r in rounds:
-            digest = node.exchange.client.publication(r, node.address)
+            digest = published_digest(node.exchange.client, r, node.address)
             assert digest is not None and digest == node.state.batches[r].digest
         assert read_checkpoint(node.state_dir).round == fresh_round + 2
         assert lora_b_norm(node) > 0  # the adapter moved away from the base
@@ -58,18 +79,20 @@ def test_three_honest_nodes_share_train_and_attest_for_three_rounds(
         assert report.verified_peers == 2 and not report.rejections
         assert report.local_groups == 2 and report.external_groups == 3
         assert report.trained
-    attested = events(chain, Attested, fresh_round)
-    # Every peer published on time, so each node attested each round as soon as it had all.
-    assert len(attested) == 3 * 2 * 3
-    assert {(e.attester, e.subject) for e in attested} == {
-        (a.address, b.address) for a in nodes for b in nodes if a is not b
-    }
-    assert not any(e.is_flag for e in attested)
-    published = events(chain, RolloutsPublished, fresh_round)
-    assert len(published) == 9  # nobody published twice
+    assert len(events(chain, RolloutsPublished, fresh_round)) == 9  # nobody published twice
+    # Round r is sealed and committed on in r + 2: here the first round, once, by everyone.
+    assert [e.round for e in events(chain, RoundSealed, fresh_round)] == [fresh_round]
+    committed = events(chain, VerdictsCommitted, fresh_round)
+    assert sorted(e.attester for e in committed) == sorted(n.address for n in nodes)
+    assert all(r.committed == 2 for r in reports if r.round == fresh_round + 2)
+    for node in nodes:  # every batch was judged once, for training, and reused for the ballot
+        ballot = node.state.ballots[fresh_round]
+        assert ballot.committed and not ballot.revealed and len(ballot.items) == 2
+        assert not any(item.is_flag for item in ballot.items)
 
 
-def test_a_reward_inflating_peer_is_flagged_settled_and_slashed(
+@pytest.mark.slow
+def test_a_cheater_is_slashed_by_committee_verdicts_and_its_shield_penalized(
     chain: ChainControl,
     dev_accounts: list[LocalAccount],
     node_factory: Callable[..., SwarmNode],
@@ -77,22 +100,40 @@ def test_a_reward_inflating_peer_is_flagged_settled_and_slashed(
 ) -> None:
     honest = honest_nodes(node_factory, dev_accounts)
     cheat = node_factory(dev_accounts[4], "inflater", node_class=InflatingNode)
-    reports = run_lockstep([*honest, cheat], 4, chain.warp_to_round)
+    shield = node_factory(dev_accounts[5], "shield", node_class=ShieldingNode)
+    shield.friend = cheat.address
+    nodes = [*honest, cheat, shield]
+    reports = run_lockstep(nodes, FIRST_SETTLEMENT + 1, chain.warp_to_round)
+    client = cheat.exchange.client
 
-    for report in (r for r in reports if r.peer != cheat.address):
+    for report in (r for r in reports if r.peer in {n.address for n in honest}):
         assert report.rejections == {"reward_mismatch": 1}
-        assert report.external_groups == 3
         assert cheat.address not in report.external_from  # its groups are never trained on
-    flags = [e for e in events(chain, Attested, fresh_round) if e.subject == cheat.address]
-    assert len(flags) == 3 * 4 and all(e.is_flag for e in flags)
-    settled = [e for e in events(chain, DisputeSettled, fresh_round)]
+    revealed = events(chain, VerdictRevealed, fresh_round)
+    on_cheat = [e for e in revealed if e.subject == cheat.address]
+    flaggers = {e.attester for e in on_cheat if e.is_flag}
+    assert flaggers == {n.address for n in honest}
+    assert {e.attester for e in on_cheat if not e.is_flag} == {shield.address}
+    assert not any(e.is_flag for e in revealed if e.subject != cheat.address)
+
+    settled = events(chain, DisputeSettled, fresh_round)
     assert [(e.round, e.subject, e.slashed) for e in settled] == [
         (fresh_round, cheat.address, True)
     ]
     assert settled[0].amount == ETHER // 2  # TEST_CONFIG slashes 50 %
-    assert cheat.exchange.client.peer_info(cheat.address).stake == ETHER // 2
-    for node in honest:
-        assert node.exchange.client.peer_info(node.address).stake == ETHER
+    assert client.peer_info(cheat.address).stake == ETHER // 2
+    resolved = events(chain, FlagResolved, fresh_round)
+    assert sorted(e.flagger for e in resolved) == sorted(n.address for n in honest)
+    assert all(e.upheld and e.amount > 0 for e in resolved)
+    penalized = events(chain, AgreementPenalized, fresh_round)
+    assert [(e.round, e.subject, e.attester) for e in penalized] == [
+        (fresh_round, cheat.address, shield.address)
+    ]
+    assert client.peer_info(shield.address).stake == ETHER - TEST_CONFIG.flag_bond
+    for node in honest:  # never slashed, bonds unlocked, rewards claimable
+        info = client.peer_info(node.address)
+        assert info.stake == ETHER and info.locked_bonds == 0 and info.open_flags == 0
+        assert client.claimable(node.address) > 0 or any(e.settler == node.address for e in settled)
 
 
 def test_a_peer_publishing_garbage_does_not_disturb_the_others(
@@ -109,28 +150,26 @@ def test_a_peer_publishing_garbage_does_not_disturb_the_others(
         assert report.published == "yes" and report.trained
         assert report.verified_peers == 2 and report.external_groups == 3
         assert report.rejections == {"bad_schema": 1}
-    attested = events(chain, Attested, fresh_round)
-    honest_addresses = {node.address for node in honest}
-    among_honest = [e for e in attested if {e.attester, e.subject} <= honest_addresses]
-    assert len(among_honest) == 3 * 2 * 2 and not any(e.is_flag for e in among_honest)
-    on_garbage = [e for e in attested if e.subject == garbage.address]
-    assert len(on_garbage) == 3 * 2 and all(e.is_flag for e in on_garbage)
+    for node in honest:  # judged once and cached as a flag for the committee ballot
+        judged = node.state.verdict(fresh_round, garbage.address)
+        assert judged is not None and judged.checked > 0 and judged.agreed == 0
     garbage_reports = [r for r in reports if r.peer == garbage.address]
     assert all(r.published == "yes" for r in garbage_reports)
 
 
-def test_a_node_restarted_mid_round_resumes_without_publishing_twice(
+def test_a_node_restarted_mid_round_resumes_without_publishing_or_committing_twice(
     chain: ChainControl,
     dev_accounts: list[LocalAccount],
     node_factory: Callable[..., SwarmNode],
     fresh_round: int,
 ) -> None:
     a, b = (node_factory(dev_accounts[i + 1], f"peer-{i}", seed=i) for i in range(2))
-    run_lockstep([a, b], 1, chain.warp_to_round)
-    round_ = fresh_round + 1
+    run_lockstep([a, b], 2, chain.warp_to_round)
+    round_ = fresh_round + 2  # the first round's commit phase
     a.produce(round_)
     b.produce(round_)
-    digest = a.exchange.client.publication(round_, a.address)
+    client = a.exchange.client
+    digest = published_digest(client, round_, a.address)
     saved = {k: v.clone() for k, v in a.learner.pool.adapter_state("peer-0").items()}
 
     # "Kill" a before it trains: its in-memory adapter is lost (scrambled here), its process gone.
@@ -144,10 +183,20 @@ def test_a_node_restarted_mid_round_resumes_without_publishing_twice(
 
     report = restarted.produce(round_)
     assert report.published == "already"
-    assert restarted.exchange.client.publication(round_, a.address) == digest
+    assert published_digest(client, round_, a.address) == digest
     report = restarted.complete(round_)
+    assert report.committed == 1
+    ballot = restarted.state.ballots[fresh_round]
+    # A second completion of the round (a retried round) finds the commitment on-chain.
+    restarted.state.ballots[fresh_round] = ballot.model_copy(update={"committed": False})
+    again = restarted.complete(round_)
+    assert again.committed == 0 and restarted.state.ballots[fresh_round].committed
     b.complete(round_)
-    assert report.trained and report.local_groups == 2 and report.external_groups == 3
+    assert report.trained and report.local_groups == 2 and report.external_groups == 2
     published = [e for e in events(chain, RolloutsPublished, fresh_round) if e.peer == a.address]
-    assert [e.round for e in published] == [fresh_round, round_]
+    assert [e.round for e in published] == [fresh_round, fresh_round + 1, round_]
+    committed = [
+        e for e in events(chain, VerdictsCommitted, fresh_round) if e.attester == a.address
+    ]
+    assert [e.round for e in committed] == [fresh_round]
     assert read_checkpoint(restarted.state_dir).round == round_
