@@ -18,9 +18,10 @@ from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 -
 from tests.indexer.scenario import (
     ETHER,
     EXPECTED_CLAIMED,
-    EXPECTED_RANKING,
-    EXPECTED_STAKE,
+    EXPECTED_DUTY,
+    EXPECTED_STAKE_WEI,
     EXPECTED_VERIFIED,
+    NAMES,
     Swarm,
     play,
 )
@@ -66,35 +67,75 @@ def test_leaderboard_ranks_by_verified_reward(served) -> None:
     service, swarm = served
     body = get(service, "/api/leaderboard").json()
     names = swarm.names_by_address()
-    assert body["total"] == 5 and body["sort"] == "rank" and body["order"] == "asc"
-    assert [names[e["address"]] for e in body["entries"]] == EXPECTED_RANKING
-    assert [e["rank"] for e in body["entries"]] == [1, 2, 3, 4, 5]
+    assert body["total"] == 6 and body["sort"] == "rank" and body["order"] == "asc"
+    assert [names[e["address"]] for e in body["entries"]] == swarm.ranking()
+    assert [e["rank"] for e in body["entries"]] == [1, 2, 3, 4, 5, 6]
     for entry in body["entries"]:
         name = names[entry["address"]]
         assert entry["name"] == name
         assert entry["verified_reward"] == EXPECTED_VERIFIED[name] / 1000
         assert entry["claimed_reward"] == EXPECTED_CLAIMED[name] / 1000
-        assert entry["stake_eth"] == EXPECTED_STAKE[name]
+        assert entry["stake_wei"] == str(EXPECTED_STAKE_WEI[name])
     carol = next(e for e in body["entries"] if e["name"] == "carol")
     assert (carol["slashes"], carol["flags_received"], carol["rounds"]) == (1, 2, 2)
 
 
+def test_leaderboard_shows_committee_duty(served) -> None:
+    """Seats held, revealed on and missed per peer (both rounds are past their reveal phase)."""
+    service, swarm = served
+    entries = get(service, "/api/leaderboard").json()["entries"]
+    duty = {e["name"]: (e["duty_seats"], e["duty_done"], e["duty_missed"]) for e in entries}
+    assert duty == {name: (seats, done, seats - done) for name, (seats, done) in EXPECTED_DUTY.items()}
+    worst = get(service, "/api/leaderboard", sort="duty_missed").json()["entries"]
+    assert [e["name"] for e in worst[:2]] == ["erin", "frank"]
+    erin = get(service, f"/api/peers/{swarm.address('erin')}").json()
+    assert [(d["round"], d["seats"], d["done"], d["missed"], d["closed"]) for d in erin["duties"]] == [
+        (swarm.round, 4, 0, 4, True),
+        (swarm.round + 1, 4, 0, 4, True),
+    ]
+    spec = get(service, "/openapi.json").json()["components"]["schemas"]
+    assert {"duty_seats", "duty_done", "duty_missed"} <= set(spec["LeaderboardEntry"]["properties"])
+    assert "committee" in spec["LeaderboardEntry"]["properties"]["duty_seats"]["description"]
+
+
+def test_duty_of_a_round_still_being_revealed_is_not_missed(
+    chain, client_for, dev_accounts, make_indexer
+) -> None:
+    """Before the reveal phase ends, a seat without a verdict is pending, not missed."""
+    swarm = play(chain, client_for, dev_accounts[1:], phases=3)  # sealed and committed
+    indexer = make_indexer()
+    indexer.sync()
+    state = indexer.store.state()
+    closed = state.closed_before(indexer.deployment.genesis, indexer.deployment.round_duration)
+    with indexer.store.engine.connect() as conn:
+        page = queries.leaderboard(
+            conn, sort="rank", order="asc", limit=10, offset=0, closed_before=closed
+        )
+    by_name = {e["name"]: e for e in page["entries"]}
+    assert closed <= swarm.round
+    assert (by_name["erin"]["duty_seats"], by_name["erin"]["duty_missed"]) == (8, 0)
+    assert by_name["alice"]["duty_done"] == 0  # committed, nothing revealed yet
+
+
 def test_leaderboard_paging_and_sorting(served) -> None:
-    service, _ = served
+    service, swarm = served
+    ranking = swarm.ranking()
     page = get(service, "/api/leaderboard", limit=2, offset=2).json()
-    assert [e["name"] for e in page["entries"]] == ["bob", "dave"]
+    assert [e["name"] for e in page["entries"]] == ranking[2:4] == ["carol", "dave"]
     assert [e["rank"] for e in page["entries"]] == [3, 4]
     by_claim = get(service, "/api/leaderboard", sort="claimed").json()
     assert [e["name"] for e in by_claim["entries"]][:2] == ["carol", "alice"]
-    assert by_claim["entries"][0]["rank"] == 2  # rank stays the verified rank
+    assert by_claim["entries"][0]["rank"] == 3  # rank stays the verified rank
     by_name = get(service, "/api/leaderboard", sort="name").json()
-    assert [e["name"] for e in by_name["entries"]] == sorted(EXPECTED_RANKING)
+    assert [e["name"] for e in by_name["entries"]] == sorted(NAMES)
     worst_first = get(service, "/api/leaderboard", sort="rank", order="desc").json()
-    assert [e["name"] for e in worst_first["entries"]] == EXPECTED_RANKING[::-1]
+    worst = [e["name"] for e in worst_first["entries"]]  # erin and frank tie at 0: by rank
+    assert worst == [*ranking[4:], *ranking[3::-1]]
     by_stake = get(service, "/api/leaderboard", sort="stake").json()
-    assert by_stake["entries"][0]["name"] == "bob" and by_stake["entries"][-1]["name"] == "carol"
+    assert by_stake["entries"][0]["name"] == "bob"
+    assert {e["name"] for e in by_stake["entries"][-2:]} == {"dave", "frank"}  # 0.9 ETH each
     beyond = get(service, "/api/leaderboard", offset=50).json()
-    assert beyond["entries"] == [] and beyond["total"] == 5
+    assert beyond["entries"] == [] and beyond["total"] == 6
 
 
 @pytest.mark.parametrize(
@@ -120,15 +161,21 @@ def test_peer_history(served) -> None:
     service, swarm = served
     carol = swarm.address("carol")
     body = get(service, f"/api/peers/{carol.lower()}").json()  # any case is accepted
-    assert body["address"] == carol and body["rank"] == 2
+    assert body["address"] == carol and body["rank"] == 3
     assert [b["round"] for b in body["batches"]] == [swarm.round, swarm.round + 1]
     first = body["batches"][0]
-    assert (first["claimed_reward"], first["verified_reward"]) == (9.0, 1.2)
+    assert (first["claimed_reward"], first["verified_reward"]) == (9.0, 0.0)
     assert (first["flags"], first["agreements"], first["slashed"]) == (2, 1, True)
+    assert (first["flag_weight_wei"], first["agree_weight_wei"]) == (str(4 * ETHER), str(ETHER))
+    assert (first["outcome"], first["verified"]) == ("upheld", False)
     assert [c["kind"] for c in body["stake_history"]] == ["register", "slash"]
-    assert body["stake_history"][-1]["stake_after_wei"] == str(10**18)
-    dave = get(service, f"/api/peers/{swarm.address('dave')}").json()
-    assert dave["status"] == "exiting" and dave["withdrawable_at"] is not None
+    assert body["stake_history"][-1]["stake_after_wei"] == str(ETHER)
+    assert [(d["seats"], d["done"], d["missed"]) for d in body["duties"]] == [(3, 3, 0)] * 2
+    erin = get(service, f"/api/peers/{swarm.address('erin')}").json()
+    assert erin["status"] == "exiting" and erin["withdrawable_at"] == swarm.round + 7 + 6
+    frank = get(service, f"/api/peers/{swarm.address('frank')}").json()
+    assert [c["kind"] for c in frank["stake_history"]] == ["register", "forfeit"]
+    assert frank["stake_history"][-1]["stake_after_wei"] == str(ETHER - ETHER // 10)
 
 
 def test_unknown_and_malformed_peers(served) -> None:
@@ -198,10 +245,22 @@ def test_rounds_and_one_round(served) -> None:
     service, swarm = served
     page = get(service, "/api/rounds").json()
     assert [r["round"] for r in page["entries"]] == [swarm.round, swarm.round + 1]
-    assert page["entries"][0]["verified_reward"] == 13.1  # 4.9 + 4.0 + 1.2 + 3.0
+    assert page["entries"][0]["verified_reward"] == 12.0  # 5.0 + 4.0 + 0 (upheld) + 3.0
+    assert [(r["sealed"], r["seats"], r["seats_done"]) for r in page["entries"]] == [
+        (True, 20, 13),
+        (True, 20, 12),
+    ]
     one = get(service, f"/api/rounds/{swarm.round}").json()
-    assert one["publications"] == 4 and one["slashes"] == 1 and one["flags"] == 2
+    assert one["publications"] == 4 and one["slashes"] == 1 and one["flags"] == 3
+    assert one["closed"] and one["disputes"] == 2
     assert [b["name"] for b in one["batches"]] == ["alice", "bob", "dave", "carol"]
+    alice = one["batches"][0]
+    assert (alice["outcome"], alice["verified_reward"], alice["flags"]) == ("rejected", 5.0, 1)
+    assert len(alice["votes"]) == 4
+    frank_vote = next(v for v in alice["votes"] if v["attester"] == swarm.address("frank"))
+    assert frank_vote["is_flag"] and frank_vote["counted"] and frank_vote["weight_wei"] == str(ETHER)
+    duties = {swarm.names_by_address()[d["peer"]]: d for d in one["duties"]}
+    assert (duties["frank"]["seats"], duties["frank"]["done"], duties["frank"]["missed"]) == (4, 1, 3)
     missing = get(service, f"/api/rounds/{swarm.round + 50}")
     assert missing.status_code == 404 and "no batches" in missing.json()["detail"]
     assert get(service, "/api/rounds/-1").status_code == 422
@@ -210,22 +269,23 @@ def test_rounds_and_one_round(served) -> None:
 def test_stats(served, deployment) -> None:
     service, swarm = served
     stats = get(service, "/api/stats").json()
-    assert (stats["peers"], stats["active_peers"]) == (5, 4)  # dave is exiting
-    assert (stats["rounds"], stats["batches"], stats["attestations"]) == (2, 8, 21)
-    assert stats["verified_batches"] == 7  # carol's flagged round-r batch is not verified
+    assert (stats["peers"], stats["active_peers"]) == (6, 5)  # erin is exiting
+    assert (stats["rounds"], stats["batches"], stats["attestations"]) == (2, 8, 25)
+    assert stats["verified_batches"] == 7  # carol's upheld round-r batch is not verified
     assert stats["verified_share"] == pytest.approx(7 / 8)
-    assert stats["total_stake_wei"] == str(10 * 10**18)
-    assert stats["current_round"] == swarm.round + 3
+    assert stats["total_stake_wei"] == str(sum(EXPECTED_STAKE_WEI.values()))
+    assert stats["current_round"] == swarm.round + 7
     assert stats["coordinator"] == deployment.coordinator
 
 
 def test_one_definition_of_a_verified_batch(served) -> None:
-    """carol's round-r batch was flagged 2 to 1 and slashed, her round-r+1 batch agreed: one of her
-    batches is verified, on the leaderboard, on her page and in the stats alike."""
+    """carol's round-r batch was upheld (slashed), her round-r+1 batch agreed; alice's round-r
+    batch was flagged by the sybil and the flag rejected: verified. The same count on the
+    leaderboard, on the peer pages and in the stats."""
     service, swarm = served
     entries = get(service, "/api/leaderboard").json()["entries"]
     verified = {e["name"]: e["verified_batches"] for e in entries}
-    assert verified == {"alice": 2, "bob": 2, "carol": 1, "dave": 2, "erin": 0}
+    assert verified == {"alice": 2, "bob": 2, "carol": 1, "dave": 2, "erin": 0, "frank": 0}
     carol = get(service, f"/api/peers/{swarm.address('carol')}").json()
     assert (carol["rounds"], carol["verified_batches"]) == (2, 1)
     assert carol["batches"][0]["slashed"] and carol["batches"][0]["attestations"] == 3
@@ -294,7 +354,7 @@ def test_the_leaderboard_fills_as_peers_publish(
         wait_for(lambda: caught_up(service, head), what="the new blocks")
         entries = get(service, "/api/leaderboard", sort="claimed").json()["entries"]
         assert [e["name"] for e in entries][:2] == ["carol", "alice"]
-        assert all(e["verified_reward"] == 0 for e in entries)  # nobody attested yet
+        assert all(e["verified_reward"] == 0 for e in entries)  # no committee vote yet
         assert swarm.round == get(service, "/api/stats").json()["latest_round"]
     finally:
         service.stop()

@@ -1,0 +1,168 @@
+"""``swarm audit ROUND`` on real rounds: real Anvil with the contract deployed by forge, real
+signed batches in a real local-folder store, committees that commit and reveal on-chain."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from node.audit import AuditError, AuditSettings, audit_round
+from node.audit.command import EXIT_AGREE, EXIT_DISAGREE, EXIT_ERROR, audit
+from node.audit.receipt import canonical
+from tests.audit.rounds import agreeing, judge, node_items, publish_all, start
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@click.group()
+@click.option("--config", "config_path", type=click.Path(path_type=Path), required=True)
+@click.pass_context
+def swarm(ctx: click.Context, config_path: Path) -> None:
+    """Stands in for ``swarm`` (node.cli.main): the same ``--config`` context object."""
+    ctx.obj = {"config_path": config_path, "config_given": True}
+
+
+swarm.add_command(audit)
+
+
+def write_config(tmp_path: Path, chain, deployment, store_dir: Path) -> Path:
+    path = tmp_path / "node.toml"
+    path.write_text(
+        f'[chain]\nrpc_url = "{chain.w3.provider.endpoint_uri}"\n'
+        f'deployment = "{deployment.save(tmp_path / "deployment.json")}"\n'
+        f'[storage]\nstore = "{store_dir}"\nfetch_timeout = 5.0\n'
+    )
+    return path
+
+
+def run_audit(config: Path, *args: str):
+    return CliRunner().invoke(swarm, ["--config", str(config), "audit", *args])
+
+
+@pytest.fixture
+def swarm_round(chain, client_for, dev_accounts, tmp_path):
+    return start(chain, client_for, dev_accounts[1:5], tmp_path / "store")
+
+
+def honest_committee(swarm_round) -> dict:
+    return {name: node_items(swarm_round, name) for name in swarm_round.clients}
+
+
+def test_a_clean_round_agrees_and_prints_a_receipt(swarm_round, chain, deployment, tmp_path):
+    publish_all(swarm_round)
+    judge(swarm_round, honest_committee(swarm_round))
+    config = write_config(tmp_path, chain, deployment, tmp_path / "store")
+    result = run_audit(config, str(swarm_round.round))
+    assert result.exit_code == EXIT_AGREE, result.output
+    lines = result.output.splitlines()
+    assert lines[-2] == "all batches agree with the chain"
+    assert lines[-1].startswith("receipt sha256 ") and len(lines[-1].split()[-1]) == 64
+    for name in swarm_round.clients:
+        assert f"batch {swarm_round.address(name)} digest 0x" in result.output
+    assert result.output.count("  agreement") == 4 and "DISAGREEMENT" not in result.output
+    as_json = run_audit(config, str(swarm_round.round), "--json")
+    assert as_json.exit_code == EXIT_AGREE
+    report = json.loads(as_json.output)
+    assert report["sha256"] == hashlib.sha256(canonical(report["receipt"])).hexdigest()
+    assert report["sha256"] == lines[-1].split()[-1]  # the same receipt, the same hash
+    batches = report["receipt"]["batches"]
+    assert [b["committee"]["agreers"] for b in batches] == [3, 3, 3, 3]
+    assert all(len(b["committee"]["votes"]) == 3 for b in batches)
+    assert all(b["own"]["decision"] == "agree" and b["agrees"] for b in batches)
+
+
+def test_an_upheld_cheater_agrees_with_the_audit(swarm_round, chain, deployment, tmp_path):
+    publish_all(swarm_round, cheater="carol")
+    judge(swarm_round, honest_committee(swarm_round))
+    carol = swarm_round.address("carol")
+    swarm_round.clients["alice"].settle(swarm_round.round, carol)
+    result = audit_round(
+        swarm_round.clients["alice"],
+        swarm_round.store,
+        swarm_round.round,
+        start_block=deployment.deployment_block,
+    )
+    assert result.agrees
+    (batch,) = [b for b in result.batches if b.subject == carol]
+    assert (batch.own.decision, batch.committee.decision) == ("flag", "flag")
+    assert batch.committee.outcome == "upheld" and batch.committee.flaggers == 3
+
+
+def test_a_committee_that_accepted_a_cheater_is_a_disagreement(
+    swarm_round, chain, deployment, tmp_path
+):
+    """Every committee member agrees with carol's inflated batch (a committee without an honest
+    seat): the chain says accepted, the audit's own re-scoring says flag."""
+    publish_all(swarm_round, cheater="carol")
+    carol = swarm_round.address("carol")
+    ballots = {
+        name: [agreeing(item) if item.subject == carol else item for item in items]
+        for name, items in honest_committee(swarm_round).items()
+    }
+    judge(swarm_round, ballots)
+    config = write_config(tmp_path, chain, deployment, tmp_path / "store")
+    result = run_audit(config, str(swarm_round.round))
+    assert result.exit_code == EXIT_DISAGREE, result.output
+    assert f"DISAGREEMENT on 1 batch(es): {carol}" in result.output
+    assert "own check flags it" in result.output and "the committee accepted it" in result.output
+    report = json.loads(run_audit(config, str(swarm_round.round), "--json").output)
+    flagged = [b for b in report["receipt"]["batches"] if not b["agrees"]]
+    assert [b["subject"] for b in flagged] == [carol]
+    assert flagged[0]["committee"]["outcome"] == "published"
+
+
+def test_a_round_still_being_judged_is_an_error(swarm_round, chain, deployment, tmp_path):
+    publish_all(swarm_round)
+    config = write_config(tmp_path, chain, deployment, tmp_path / "store")
+    result = run_audit(config, str(swarm_round.round))
+    assert result.exit_code == EXIT_ERROR
+    assert "is not settled yet" in result.output and "audit it from round" in result.output
+
+
+def test_a_store_without_the_batches_is_an_error(swarm_round, chain, deployment, tmp_path):
+    publish_all(swarm_round)
+    judge(swarm_round, honest_committee(swarm_round))
+    config = write_config(tmp_path, chain, deployment, tmp_path / "empty-store")
+    result = run_audit(config, str(swarm_round.round))
+    assert result.exit_code == EXIT_ERROR
+    assert "could not be fetched from the store" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_leaderboard_is_compared_too(swarm_round, chain, deployment, tmp_path):
+    from tests.indexer.test_api import caught_up, start_service
+
+    publish_all(swarm_round, cheater="carol")
+    judge(swarm_round, honest_committee(swarm_round))
+    swarm_round.clients["alice"].settle(swarm_round.round, swarm_round.address("carol"))
+    service = start_service(chain, deployment, tmp_path)
+    try:
+        head = chain.w3.eth.block_number
+        wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
+        settings = AuditSettings(indexer_url=service.url)
+        result = audit_round(
+            swarm_round.clients["bob"],
+            swarm_round.store,
+            swarm_round.round,
+            start_block=deployment.deployment_block,
+            settings=settings,
+        )
+    finally:
+        service.stop()
+    assert result.agrees, [b.disagreements for b in result.batches]
+    carol = next(b for b in result.batches if b.subject == swarm_round.address("carol"))
+    assert carol.leaderboard is not None and carol.leaderboard["outcome"] == "upheld"
+    with pytest.raises(AuditError, match="unreachable"):
+        audit_round(
+            swarm_round.clients["bob"],
+            swarm_round.store,
+            swarm_round.round,
+            start_block=deployment.deployment_block,
+            settings=settings,
+        )
