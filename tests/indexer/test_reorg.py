@@ -14,7 +14,19 @@ from sqlalchemy import select
 
 from coordinator_indexer import schema
 from coordinator_indexer.errors import ReorgTooDeep
-from tests.indexer.scenario import CLAIMS, attest_all, digest, play, publish_round
+from node.chain.committee import ballot_commitment, new_salt
+from node.chain.models import VerdictItem
+from tests.indexer.scenario import (
+    CLAIMS,
+    EXPECTED_VERIFIED,
+    NAMES,
+    commit_all,
+    digest,
+    play,
+    publish_round,
+    reveal_all,
+    settle_all,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +57,8 @@ def sync_kinds(indexer) -> list[str]:
 def test_blocks_replaced_by_other_transactions_are_rolled_back_and_reapplied(
     chain, client_for, dev_accounts, make_indexer
 ) -> None:
-    swarm = play(chain, client_for, dev_accounts[1:], phases=0)  # five peers registered
+    swarm = play(chain, client_for, dev_accounts[1:], phases=0)  # six peers registered
+    chain.warp_to_round(swarm.round)
     before_publishing = chain.snapshot()
     publish_round(swarm.clients, swarm.round, 0)
     indexer = make_indexer(confirmations=20)
@@ -64,71 +77,63 @@ def test_blocks_replaced_by_other_transactions_are_rolled_back_and_reapplied(
 
     kinds = sync_kinds(indexer)
     assert kinds[0] == "reorg"
-    assert claims(indexer.store) == {"alice": 1111, "bob": 0, "carol": 2222, "dave": 0, "erin": 0}
+    assert claims(indexer.store) == {
+        **{name: 0 for name in NAMES},
+        "alice": 1111,
+        "carol": 2222,
+    }
     fresh = make_indexer(confirmations=20)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
 
 
-def test_changed_attestations_recompute_verdicts_and_peers(
+def test_changed_votes_recompute_verdicts_duty_and_peers(
     chain, client_for, dev_accounts, make_indexer
 ) -> None:
+    """The seals, commits and reveals replaced by others: seal weights, votes, verdicts and
+    duty are those of the new chain."""
     snapshots: dict[int, str] = {}
     swarm = play(
         chain,
         client_for,
         dev_accounts[1:],
-        phases=3,
+        phases=4,
         between=lambda phase: snapshots.setdefault(phase, chain.snapshot()),
     )
-    indexer = make_indexer(confirmations=40)
+    indexer = make_indexer(confirmations=60)
     indexer.sync()
-    assert verified(indexer.store)["carol"] == 9200
+    assert verified(indexer.store)["carol"] == 1200 + 8000  # flagged, not settled yet
 
-    chain.revert(snapshots[1])  # back to before the attestations
+    chain.revert(snapshots[1])  # back to before the seals and the commits
     fresh_clients = {name: client_for(c.sender.account) for name, c in swarm.clients.items()}
-    for attester in ("alice", "bob"):  # this time two peers vouch for carol's 9.0 and nothing else
-        fresh_clients[attester].attest(
-            [
-                item
-                for item in _agreements(fresh_clients, swarm.round, attester)
-                if item.subject == swarm.address("carol")
-            ]
-        )
+    r, carol = swarm.round, swarm.address("carol")
+    chain.warp_to_round(r + 3)
+    fresh_clients["erin"].seal_round(r)
+    item = VerdictItem(subject=carol, checked=8, agreed=8, verified_reward_sum=9000)
+    salts = {name: new_salt() for name in ("alice", "bob")}
+    for name in salts:  # this time two peers vouch for carol's 9.0 and nothing else
+        commitment = ballot_commitment(swarm.address(name), r, [item], salts[name])
+        fresh_clients[name].commit_verdicts(r, commitment)
+    chain.warp_to_round(r + 5)
+    for name in salts:
+        fresh_clients[name].reveal_verdicts(r, [item], salts[name])
     chain.mine(5)
     assert "reorg" in sync_kinds(indexer)
     with indexer.store.engine.connect() as conn:
         peers = {row.name: row for row in conn.execute(select(schema.peers))}
         (carol_batch,) = conn.execute(
             select(schema.publications).where(
-                schema.publications.c.peer == swarm.address("carol"),
-                schema.publications.c.round == swarm.round,
+                schema.publications.c.peer == carol, schema.publications.c.round == r
             )
         ).all()
+        duties = conn.execute(select(schema.duties)).all()
     assert (carol_batch.attestations, carol_batch.flags, carol_batch.verified_milli) == (2, 0, 9000)
-    assert peers["carol"].verified_milli == 9000 + 8000 and peers["alice"].verified_milli == 0
-    assert peers["alice"].attestations_given == 2
-    fresh = make_indexer(confirmations=40)
+    assert peers["carol"].verified_milli == 9000 and peers["alice"].verified_milli == 0
+    assert peers["alice"].attestations_given == 1
+    assert {row.round for row in duties} == {r}  # round r+1 is no longer sealed
+    fresh = make_indexer(confirmations=60)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
-
-
-def _agreements(clients, round_: int, attester: str):
-    from node.chain.models import Attestation
-
-    return [
-        Attestation(
-            round=round_ + offset,
-            subject=clients[subject].account_address,
-            digest=digest(subject, round_ + offset),
-            checked=8,
-            agreed=8,
-            verified_reward_sum=CLAIMS[subject][offset],
-        )
-        for offset in (0, 1)
-        for subject in CLAIMS
-        if subject != attester
-    ]
 
 
 def test_anvil_reorg_replacing_the_last_blocks_is_repaired(
@@ -172,6 +177,7 @@ def test_anvil_rollback_removes_rows_then_new_blocks_apply(
     )
     indexer.sync()
     assert claims(indexer.store)["dave"] == 77 and claims(indexer.store)["carol"] == 0
+    assert claims(indexer.store)["alice"] == CLAIMS["alice"][0]
     fresh = make_indexer(confirmations=10)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
@@ -195,19 +201,19 @@ def test_a_reorg_deeper_than_the_window_stops_and_changes_nothing(
     assert indexer.store.dump() == before
 
 
-def test_attestations_applied_in_a_later_range_update_earlier_batches(
+def test_votes_applied_in_a_later_range_update_earlier_batches(
     chain, client_for, dev_accounts, make_indexer
 ) -> None:
-    """Derived rows of old rounds change when their attestations arrive ranges later."""
+    """Derived rows of old rounds change when their seals, votes and settlements arrive ranges
+    later."""
     indexer = make_indexer(confirmations=3)
     swarm = play(chain, client_for, dev_accounts[1:], phases=2, between=lambda _: indexer.sync())
-    attest_all(swarm.clients, swarm.round)
+    chain.warp_to_round(swarm.round + 3)
+    commit_all(swarm)
+    chain.warp_to_round(swarm.round + 5)
+    reveal_all(swarm)
+    chain.warp_to_round(swarm.round + 7)
+    settle_all(swarm)
     chain.mine(5)
     indexer.sync()
-    assert verified(indexer.store) == {
-        "alice": 10800,
-        "bob": 8450,
-        "carol": 9200,
-        "dave": 6500,
-        "erin": 0,
-    }
+    assert verified(indexer.store) == EXPECTED_VERIFIED
