@@ -64,7 +64,7 @@ def abi_type_string(item: dict[str, Any]) -> str:
     kind = str(item["type"])
     if kind.startswith("tuple"):
         inner = ",".join(abi_type_string(c) for c in item["components"])
-        return f"({inner}){kind[len('tuple'):]}"
+        return f"({inner}){kind[len('tuple') :]}"
     return kind
 
 

@@ -339,7 +339,9 @@ class CoordinatorClient:
         """Penalizes ``attester``'s agreement ``items[index]`` with an upheld batch; ``items`` are
         its revealed items, in the revealed order."""
         encoded = [item.to_abi() for item in items]
-        return self.transact("reportAgreement", round, to_checksum_address(attester), encoded, index)
+        return self.transact(
+            "reportAgreement", round, to_checksum_address(attester), encoded, index
+        )
 
     def verdict(self, round: int, subject: str) -> Verdict:
         return Verdict.from_abi(self._call("verdict", round, to_checksum_address(subject)))

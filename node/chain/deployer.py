@@ -164,9 +164,7 @@ def _argument(item: dict[str, Any], values: dict[str, Any]) -> Any:
 
 def constructor_data(artifact: dict[str, Any], config: DeployConfig) -> bytes:
     """Creation code followed by the ABI-encoded constructor arguments, matched by name."""
-    inputs = next(
-        (item["inputs"] for item in artifact["abi"] if item["type"] == "constructor"), []
-    )
+    inputs = next((item["inputs"] for item in artifact["abi"] if item["type"] == "constructor"), [])
     values = config.constructor_values()
     args = encode(
         [abi_type_string(item) for item in inputs], [_argument(item, values) for item in inputs]

@@ -148,8 +148,12 @@ class Phases(FrozenModel):
     """
 
     grace_rounds: Uint16 = Field(description="Rounds after r during which a batch of r is taken.")
-    commit_rounds: Uint16 = Field(gt=0, description="Rounds to seal r and commit verdicts on it.")
-    reveal_rounds: Uint16 = Field(gt=0, description="Rounds to reveal committed verdicts on r.")
+    commit_rounds: int = Field(
+        gt=0, lt=2**16, description="Rounds to seal r and commit verdicts on it."
+    )
+    reveal_rounds: int = Field(
+        gt=0, lt=2**16, description="Rounds to reveal committed verdicts on r."
+    )
 
     @classmethod
     def from_abi(cls, values: Sequence[Any]) -> Phases:
@@ -207,18 +211,26 @@ class Rules(FrozenModel):
     """
 
     from_round: Uint64 = Field(0, description="First round these rules govern (set on chain).")
-    flag_bond: Uint96 = Field(gt=0, description="Wei locked per flag, forfeited if it loses.")
-    committee_size: Uint16 = Field(ge=1, description="Expected committee seats per batch (k).")
-    quorum_bps: Uint16 = Field(
+    flag_bond: int = Field(
+        gt=0, lt=2**96, description="Wei locked per flag, forfeited if it loses."
+    )
+    committee_size: int = Field(
+        ge=1, lt=2**16, description="Expected committee seats per batch (k)."
+    )
+    quorum_bps: int = Field(
         ge=5_000, le=_MAX_BPS, description="Flags win above this share of the voted weight."
     )
-    floor_bps: Uint16 = Field(
-        le=_MAX_BPS, description="...and at this share of the judging weight but the subject's."
+    floor_bps: int = Field(
+        ge=0,
+        le=_MAX_BPS,
+        description="...and at this share of the judging weight but the subject's.",
     )
-    slash_bps: Uint16 = Field(le=_MAX_BPS, description="Share of the stake slashed when upheld.")
-    reward_bps: Uint16 = Field(le=_MAX_BPS, description="Share of a slash paid to the flaggers.")
-    tip_bps: Uint16 = Field(
-        le=_MAX_BPS, description="Share of a slash (or penalty) paid to its settler (reporter)."
+    slash_bps: int = Field(ge=0, le=_MAX_BPS, description="Share of the stake slashed when upheld.")
+    reward_bps: int = Field(ge=0, le=_MAX_BPS, description="Share of a slash paid to the flaggers.")
+    tip_bps: int = Field(
+        ge=0,
+        le=_MAX_BPS,
+        description="Share of a slash (or penalty) paid to its settler (reporter).",
     )
 
     _FIELDS: ClassVar[tuple[str, ...]] = (

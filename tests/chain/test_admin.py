@@ -1,20 +1,19 @@
-"""Owner-only functions: parameters, pause, treasury, two-step ownership transfer."""
+"""Owner-only functions: scheduled rules, pause (which locks no stake), two-step ownership."""
 
 from __future__ import annotations
 
 import pytest
 
-from node.chain.events import EventReader, OwnershipTransferred, ParametersChanged, TreasuryChanged
-from node.chain.models import ZERO_ADDRESS
+from node.chain.events import EventReader, OwnershipTransferred, ParametersScheduled
+from node.chain.models import Rules
 from node.chain.reverts import (
     SwarmCoordinatorInvalidParameter,
     SwarmCoordinatorNotOwner,
     SwarmCoordinatorNotPaused,
     SwarmCoordinatorNotPendingOwner,
     SwarmCoordinatorPaused,
-    SwarmCoordinatorZeroAddress,
 )
-from tests.chain.helpers import ETHER, register_all
+from tests.chain.helpers import ETHER, digest_of, register_all, to_commit_phase
 
 pytestmark = pytest.mark.integration
 
@@ -25,46 +24,64 @@ def _events(chain, receipt, kind):
     )
 
 
-def test_owner_sets_every_parameter(chain, client_for, dev_accounts) -> None:
-    owner = client_for(dev_accounts[0])
-    receipt = owner.set_min_stake(2 * ETHER)
-    assert [(e.name, e.value) for e in _events(chain, receipt, ParametersChanged)] == [
-        ("minStake", 2 * ETHER)
-    ]
-    owner.set_unbonding_period(600)
-    owner.set_attestation_window_rounds(3)
-    owner.set_grace_rounds(2)
-    owner.set_slash_bps(10_000)
-    owner.set_dispute_quorum(3)
-    params = owner.parameters()
-    assert (
-        params.min_stake,
-        params.unbonding_period,
-        params.attestation_window_rounds,
-        params.grace_rounds,
-        params.slash_bps,
-        params.dispute_quorum,
-    ) == (2 * ETHER, 600, 3, 2, 10_000, 3)
+def _changed(rules: Rules, **changes: int) -> Rules:
+    return Rules(**(rules.model_dump() | changes))
 
 
-def test_out_of_range_parameters_name_the_rule(client_for, dev_accounts) -> None:
+def test_scheduled_rules_govern_rounds_after_the_judging_window(
+    chain, client_for, dev_accounts
+) -> None:
     owner = client_for(dev_accounts[0])
+    now = chain.current_round()
+    initial = owner.rules_at(now)
+    assert initial == chain.deployment.rules and owner.rules_count() == 1
+    new = _changed(initial, slash_bps=2_500, committee_size=8, from_round=12_345)
+    receipt = owner.schedule_parameters(2 * ETHER, new)
+    starts = now + owner.cached_phases.judging_rounds + 1
+    (event,) = _events(chain, receipt, ParametersScheduled)
+    assert (event.from_round, event.min_stake) == (starts, 2 * ETHER)
+    assert event.rules == _changed(new, from_round=starts)  # fromRound is the contract's
+    assert owner.rules_at(starts - 1) == initial and owner.rules_at(starts).slash_bps == 2_500
+    assert owner.rules_count() == 2 and owner.rules_history()[1].from_round == starts
+    assert owner.min_stake() == ETHER
+    owner.schedule_parameters(3 * ETHER, _changed(new, slash_bps=100))  # replaces the pending one
+    assert owner.rules_count() == 2 and owner.rules_at(starts).slash_bps == 100
+    chain.warp_to_round(starts)
+    assert owner.min_stake() == 3 * ETHER
+    owner.schedule_parameters(3 * ETHER, new)  # the last is in force now: appended
+    assert owner.rules_count() == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("quorumBps", 4_999, "5000 to 10000"),
+        ("floorBps", 10_001, "at most 10000"),
+        ("committeeSize", 0, "at least 1"),
+        ("tipBps", 5_001, "rewardBps + tipBps"),
+    ],
+)
+def test_out_of_range_rules_name_the_rule(client_for, dev_accounts, name, value, rule) -> None:
+    owner = client_for(dev_accounts[0])
+    fields = owner.rules_at(0).model_dump()
+    field = {"quorumBps": "quorum_bps", "floorBps": "floor_bps", "committeeSize": "committee_size"}
+    fields[field.get(name, "tip_bps")] = value
+    bad = Rules.model_construct(**fields)  # past the Python checks, to see the contract's
     with pytest.raises(SwarmCoordinatorInvalidParameter) as caught:
-        owner.set_slash_bps(10_001)
-    assert caught.value.parameter_name == "slashBps" and caught.value.value == 10_001
-    assert "at most 10000" in str(caught.value)
-    with pytest.raises(SwarmCoordinatorInvalidParameter, match="graceRounds"):
-        owner.set_grace_rounds(3)  # above the attestation window of 2
-    with pytest.raises(SwarmCoordinatorInvalidParameter, match="unbondingPeriod"):
-        owner.set_unbonding_period(60)
+        owner.schedule_parameters(ETHER, bad)
+    assert caught.value.parameter_name in (name, "rewardBps") and rule in str(caught.value)
+    with pytest.raises(ValueError):
+        Rules(**fields)  # the model refuses the same values
+    with pytest.raises(SwarmCoordinatorInvalidParameter, match="minStake"):
+        owner.schedule_parameters(0, owner.rules_at(0))
 
 
 def test_only_the_owner_administers(client_for, dev_accounts) -> None:
     stranger = client_for(dev_accounts[3])
+    rules = stranger.rules_at(0)
     for action in (
-        lambda: stranger.set_min_stake(1),
+        lambda: stranger.schedule_parameters(ETHER, rules),
         stranger.pause,
-        lambda: stranger.set_treasury(dev_accounts[3].address),
         lambda: stranger.transfer_ownership(dev_accounts[3].address),
     ):
         with pytest.raises(SwarmCoordinatorNotOwner) as caught:
@@ -72,31 +89,27 @@ def test_only_the_owner_administers(client_for, dev_accounts) -> None:
         assert caught.value.caller == dev_accounts[3].address and "owner's key" in str(caught.value)
 
 
-def test_pause_stops_participation_but_not_exits(chain, client_for, dev_accounts) -> None:
+def test_pause_stops_joining_and_publishing_only(chain, client_for, dev_accounts) -> None:
     owner = client_for(dev_accounts[0])
-    (peer,) = register_all(client_for, dev_accounts[1:2])
+    peer, other = register_all(client_for, dev_accounts[1:3])
     owner.pause()
-    assert owner.paused() and owner.parameters().paused
+    assert owner.paused()
     with pytest.raises(SwarmCoordinatorPaused):
         owner.pause()
+    with pytest.raises(SwarmCoordinatorPaused, match="still work"):
+        client_for(dev_accounts[4]).register("bob", ETHER)
     with pytest.raises(SwarmCoordinatorPaused):
-        client_for(dev_accounts[2]).register("bob", ETHER)
-    peer.request_exit()  # exits stay open
+        peer.add_stake(ETHER)
+    with pytest.raises(SwarmCoordinatorPaused):
+        peer.publish_rollouts(chain.current_round(), digest_of("x"), 1, 8, 0)
+    round_ = chain.current_round()
+    to_commit_phase(chain, peer, round_)
+    peer.seal_round(round_)  # judging goes on
+    other.request_exit()  # exits stay open
     owner.unpause()
     assert not owner.paused()
     with pytest.raises(SwarmCoordinatorNotPaused):
         owner.unpause()
-
-
-def test_treasury_change(chain, client_for, dev_accounts) -> None:
-    owner = client_for(dev_accounts[0])
-    with pytest.raises(SwarmCoordinatorZeroAddress):
-        owner.set_treasury(ZERO_ADDRESS)
-    receipt = owner.set_treasury(dev_accounts[7].address)
-    assert [e.treasury for e in _events(chain, receipt, TreasuryChanged)] == [
-        dev_accounts[7].address
-    ]
-    assert owner.treasury() == dev_accounts[7].address
 
 
 def test_two_step_ownership_transfer(chain, client_for, dev_accounts) -> None:

@@ -21,7 +21,7 @@ from node.chain.committee import (
     sort_items,
     vote_weight,
 )
-from node.chain.models import Rules, VerdictItem
+from node.chain.models import Rules
 from tests.chain.helpers import ETHER, Ballot, item_on, publish, to_commit_phase
 
 ALICE = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"

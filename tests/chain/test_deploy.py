@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from eth_abi import encode
 from eth_account import Account
 from pydantic import ValidationError
 
 from node.chain.abi import abi_sha256
 from node.chain.client import CoordinatorClient
 from node.chain.deploy import DeployConfig, main
+from node.chain.deployer import MAX_PHASE_ROUNDS, constructor_data
 from node.chain.deployment import Deployment
 from node.chain.eip712 import PUBLISH_TYPEHASH, Domain
-from node.chain.errors import DeploymentFileError
+from node.chain.errors import ArtifactMissing, DeploymentFileError
+from node.chain.models import Phases, Rules
 from node.chain.rounds import round_seed
 from node.local.anvil import DEV_KEYS, free_port
 from tests.chain_fixtures import TEST_CONFIG
@@ -37,7 +40,7 @@ def _record(deployment: Deployment, tmp_path: Path, **changes: object) -> Path:
 def test_record_round_trips_and_checks_its_abi(deployment: Deployment, tmp_path: Path) -> None:
     path = deployment.save(tmp_path / "sub" / "d.json")
     assert Deployment.load(path) == deployment
-    assert json.loads(path.read_text())["schema"] == "swarm.deployment/1"
+    assert json.loads(path.read_text())["schema"] == "swarm.deployment/2"
     other_abi = _record(deployment, tmp_path, abi_sha256="0x" + "ab" * 32)
     with pytest.raises(DeploymentFileError, match="upgrade the software or use a deployment file"):
         Deployment.load(other_abi)
@@ -54,18 +57,70 @@ def test_missing_and_malformed_records_are_explained(tmp_path: Path) -> None:
     with pytest.raises(DeploymentFileError, match="not a valid deployment record"):
         Deployment.load(broken)
     partial = tmp_path / "partial.json"
-    partial.write_text(json.dumps({"schema": "swarm.deployment/1", "chain_id": 1}))
+    partial.write_text(json.dumps({"schema": "swarm.deployment/2", "chain_id": 1}))
     with pytest.raises(DeploymentFileError, match="coordinator"):
         Deployment.load(partial)
 
 
+def test_deploy_defaults_are_the_protocols() -> None:
+    config = DeployConfig()
+    assert config.round_duration == 120
+    assert config.phases() == Phases(grace_rounds=1, commit_rounds=2, reveal_rounds=2)
+    assert config.phases().judging_rounds == 5 and config.min_stake == 10**16
+    assert config.rules() == Rules(
+        from_round=0,
+        flag_bond=10**15,
+        committee_size=64,
+        quorum_bps=5000,
+        floor_bps=3334,
+        slash_bps=1000,
+        reward_bps=5000,
+        tip_bps=500,
+    )
+    assert DeployConfig().seed_input != config.seed_input  # random unless given
+
+
 def test_config_checks_the_contract_rules_before_deploying() -> None:
-    with pytest.raises(ValidationError, match="grace rounds"):
-        DeployConfig(grace_rounds=3, attestation_window_rounds=2)
-    with pytest.raises(ValidationError, match="unbonding period"):
-        DeployConfig(round_duration=600, unbonding_period=1000)
-    assert DeployConfig(round_duration=3600).resolved_unbonding_period() == 3 * 3600
-    assert DeployConfig().resolved_unbonding_period() == 3600
+    for bad in (
+        {"commit_rounds": 0},
+        {"reveal_rounds": 65},
+        {"quorum_bps": 4999},
+        {"committee_size": 0},
+        {"flag_bond": 0},
+        {"min_stake": 2**96},
+    ):
+        with pytest.raises(ValidationError):
+            DeployConfig(**bad)
+    with pytest.raises(ValidationError, match="reward_bps \\+ tip_bps"):
+        DeployConfig(reward_bps=9_600, tip_bps=500)
+
+
+def test_constructor_arguments_follow_the_abi_by_name() -> None:
+    artifact = {
+        "abi": [
+            {
+                "type": "constructor",
+                "inputs": [
+                    {
+                        "name": "rules",
+                        "type": "tuple",
+                        "components": [
+                            {"name": "tipBps", "type": "uint16"},
+                            {"name": "flagBond", "type": "uint96"},
+                        ],
+                    },
+                    {"name": "roundDuration_", "type": "uint64"},
+                ],
+            }
+        ],
+        "bytecode": {"object": "0x6001"},
+    }
+    config = DeployConfig(round_duration=77, tip_bps=9, flag_bond=5)
+    expected = encode(["(uint16,uint96)", "uint64"], [(9, 5), 77])
+    assert constructor_data(artifact, config) == bytes.fromhex("6001") + expected
+    artifact["abi"][0]["inputs"].append({"name": "mystery", "type": "uint8"})
+    with pytest.raises(ArtifactMissing, match="mystery"):
+        constructor_data(artifact, config)
 
 
 # ---------------------------------------------------------------------------------- on chain
@@ -80,11 +135,14 @@ def test_deployment_matches_the_chain(chain, deployment: Deployment, client_for)
         and deployment.genesis == block["timestamp"]
     )
     assert deployment.chain_id == 31337 and deployment.abi_sha256 == abi_sha256()
-    assert client.parameters() == TEST_CONFIG.parameters() == deployment.parameters
-    assert (client.owner(), client.treasury(), client.pending_owner()) == (
-        deployment.deployer,
+    assert client.phases() == TEST_CONFIG.phases() == deployment.phases
+    assert client.rules_at(0) == TEST_CONFIG.rules() == deployment.rules
+    assert client.min_stake() == TEST_CONFIG.min_stake == deployment.min_stake
+    assert client.max_phase_rounds() == MAX_PHASE_ROUNDS
+    assert (client.owner(), client.pending_owner(), client.burned()) == (
         deployment.deployer,
         None,
+        0,
     )
     assert client.genesis_seed() == bytes.fromhex(deployment.genesis_seed[2:])
     client.check_deployment(deployment)
@@ -97,7 +155,7 @@ def test_domain_separator_and_typehash_match_the_contract(
     deployment: Deployment, client_for
 ) -> None:
     client = client_for()
-    domain = Domain(chain_id=deployment.chain_id, verifying_contract=deployment.coordinator)
+    domain = Domain.of_deployment(deployment)
     assert client.domain_separator() == domain.separator == client.domain.separator
     assert client.publish_typehash() == PUBLISH_TYPEHASH
 
@@ -143,8 +201,14 @@ def test_cli_deploys_and_writes_the_record(chain, anvil, tmp_path: Path) -> None
             "30",
             "--min-stake",
             "0.5",
+            "--flag-bond",
+            "0.02",
             "--slash-bps",
             "2000",
+            "--committee-size",
+            "8",
+            "--commit-rounds",
+            "3",
             "--seed-input",
             "0x" + "42" * 32,
         ]
@@ -155,10 +219,14 @@ def test_cli_deploys_and_writes_the_record(chain, anvil, tmp_path: Path) -> None
     assert result.output.strip().endswith(record.coordinator)
     assert "deployed at" in result.output and f"wrote {out}" in result.output
     assert record.deployer == Account.from_key(KEY).address and record.round_duration == 30
-    assert record.parameters.min_stake == 5 * 10**17 and record.parameters.slash_bps == 2000
+    assert record.min_stake == 5 * 10**17 and record.rules.slash_bps == 2000
+    assert (record.rules.flag_bond, record.rules.committee_size) == (2 * 10**16, 8)
+    assert record.phases == Phases(grace_rounds=1, commit_rounds=3, reveal_rounds=2)
+    assert record.rules.tip_bps == 500  # defaults for the rest
     assert record.seed_input == "0x" + "42" * 32
     client = CoordinatorClient(chain.w3, record.coordinator)
-    assert client.round_duration() == 30 and client.parameters() == record.parameters
+    assert client.round_duration() == 30 and client.rules_at(0) == record.rules
+    assert client.phases() == record.phases
     again = _invoke(["--rpc-url", anvil.url, "--out", str(out)])
     assert again.exit_code == 1 and "--force" in again.output
 
@@ -177,9 +245,18 @@ def test_cli_without_key_says_which_variable(tmp_path: Path) -> None:
     assert "0x1234" not in bad.output
 
 
+def test_help_explains_every_option() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    for name in DeployConfig.model_fields:
+        assert f"--{name.replace('_', '-')}" in result.output, name
+    assert "Phases of round r" in result.output and "burned" in result.output
+
+
 def test_cli_rejects_inconsistent_parameters() -> None:
-    result = _invoke(["--grace-rounds", "5", "--attestation-window-rounds", "2"])
-    assert result.exit_code == 2 and "grace rounds (5)" in result.output
+    result = _invoke(["--reward-bps", "9600", "--tip-bps", "500"])
+    assert result.exit_code == 2 and "reward_bps + tip_bps (9600 + 500)" in result.output
+    result = _invoke(["--quorum-bps", "4000"])
+    assert result.exit_code == 2 and "--quorum-bps" in result.output
 
 
 def test_cli_unreachable_rpc(tmp_path: Path) -> None:

@@ -5,24 +5,42 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
+from eth_abi import encode
+from eth_utils import keccak
 from web3 import HTTPProvider, Web3
 
+from node.chain.abi import abi_type_string, load_abi, snake_case
 from node.chain.errors import RpcError
 from node.chain.events import (
+    EVENT_TYPES,
     PROTOCOL_EVENTS,
-    Attested,
+    Claimed,
     DisputeSettled,
     EventReader,
     ExitRequested,
-    ParametersChanged,
+    FlagResolved,
+    ParametersScheduled,
     Paused,
     PeerRegistered,
     RolloutsPublished,
+    RoundSealed,
     StakeAdded,
     Unpaused,
+    VerdictRevealed,
+    VerdictsCommitted,
     Withdrawn,
+    decode_log,
 )
-from tests.chain.helpers import ETHER, publish, register_all, verdict_on
+from node.chain.models import Rules
+from tests.chain.helpers import (
+    ETHER,
+    Ballot,
+    item_on,
+    judge,
+    publish,
+    register_all,
+    to_settle_phase,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -50,31 +68,86 @@ class RangeLimitedProvider(HTTPProvider):
 
 @pytest.fixture
 def history(chain, client_for, dev_accounts):
-    """A little of everything, one transaction per block: returns (first block, round, clients)."""
+    """A round judged from publication to withdrawal, one transaction per block: returns
+    (first block, round, clients). b and c flag a (upheld), b agrees with c."""
     first = chain.w3.eth.block_number + 1
     a, b, c = register_all(client_for, dev_accounts[1:4])
     a.add_stake(ETHER)
-    round_ = chain.current_round()
-    digests = [publish(client, round_) for client in (a, b, c)]
+    round_ = chain.current_round() + 1
+    chain.warp_to_round(round_)
+    for client in (a, b, c):
+        publish(client, round_)
     chain.warp_to_round(round_ + 1)
-    b.attest(
-        [
-            verdict_on(a, round_, digests[0], flag=True),
-            verdict_on(c, round_, digests[2], flag=False),
-        ]
-    )
-    c.attest([verdict_on(a, round_, digests[0], flag=True)])
     publish(b, round_ + 1)
-    chain.warp_to_round(round_ + 3)
+    ballots = [
+        Ballot(b, round_, [item_on(a, flag=True), item_on(c, flag=False)]),
+        Ballot(c, round_, [item_on(a, flag=True)]),
+    ]
+    judge(chain, round_, ballots)
+    to_settle_phase(chain, a, round_)
     c.settle(round_, a.account_address)
+    c.resolve_flag(round_, a.account_address, b.account_address)
+    c.claim()
     owner = client_for(dev_accounts[0])
-    owner.set_slash_bps(2500)
+    owner.schedule_parameters(
+        ETHER, Rules(**(owner.rules_at(0).model_dump() | {"slash_bps": 2500}))
+    )
     owner.pause()
     owner.unpause()
     a.request_exit()
-    chain.warp_to(a.peer_info(a.account_address).withdrawable_at)
+    chain.warp_to_round(a.cached_phases.withdrawable_from(chain.current_round()))
     a.withdraw()
     return first, round_, (a, b, c)
+
+
+_SAMPLES = {
+    "address": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    "uint256": 7,
+    "uint96": 96,
+    "uint64": 3,
+    "uint32": 5,
+    "uint24": 4,
+    "uint16": 5_000,
+    "int64": -9,
+    "bool": True,
+    "bytes32": b"\x11" * 32,
+    "bytes20": b"\x22" * 20,
+    "bytes": b"\x01\x02",
+    "string": "name",
+}
+
+
+def _sample(item: dict):
+    if item["type"] == "tuple":
+        return tuple(_sample(component) for component in item["components"])
+    return _SAMPLES[item["type"]]
+
+
+@pytest.mark.parametrize(
+    "abi", [i for i in load_abi() if i["type"] == "event"], ids=lambda i: i["name"]
+)
+def test_every_event_of_the_interface_decodes(abi) -> None:
+    """A synthetic log of each event (sample values) decodes to its class with those values."""
+    types = [abi_type_string(i) for i in abi["inputs"]]
+    signature = f"{abi['name']}({','.join(types)})"
+    indexed = [(t, _sample(i)) for t, i in zip(types, abi["inputs"], strict=True) if i["indexed"]]
+    data = [(t, _sample(i)) for t, i in zip(types, abi["inputs"], strict=True) if not i["indexed"]]
+    log = {
+        "topics": [keccak(text=signature)] + [encode([t], [v]) for t, v in indexed],
+        "data": encode([t for t, _ in data], [v for _, v in data]),
+        "blockNumber": 1,
+        "blockHash": b"\x33" * 32,
+        "transactionHash": b"\x44" * 32,
+        "logIndex": 0,
+    }
+    event = decode_log(log)
+    assert type(event) is EVENT_TYPES[abi["name"]]
+    for item in abi["inputs"]:
+        value = getattr(event, snake_case(item["name"]))
+        if isinstance(value, Rules):
+            value = value.to_abi()
+        expected = _sample(item)
+        assert value == expected, (abi["name"], item["name"])
 
 
 def test_reads_every_event_typed_and_located(chain, history) -> None:
@@ -82,12 +155,17 @@ def test_reads_every_event_typed_and_located(chain, history) -> None:
     latest = chain.w3.eth.block_number
     events = EventReader(chain.w3, chain.deployment.coordinator).read(first, latest)
     kinds = [type(e) for e in events]
-    assert kinds == [PeerRegistered] * 3 + [StakeAdded] + [RolloutsPublished] * 3 + [
-        Attested
-    ] * 3 + [
-        RolloutsPublished,
+    assert kinds == [PeerRegistered] * 3 + [StakeAdded] + [RolloutsPublished] * 4 + [
+        RoundSealed,
+        VerdictsCommitted,
+        VerdictsCommitted,
+        VerdictRevealed,
+        VerdictRevealed,
+        VerdictRevealed,
         DisputeSettled,
-        ParametersChanged,
+        FlagResolved,
+        Claimed,
+        ParametersScheduled,
         Paused,
         Unpaused,
         ExitRequested,
@@ -104,7 +182,14 @@ def test_reads_every_event_typed_and_located(chain, history) -> None:
         ETHER,
     )
     stake = events[3]
-    assert (stake.amount, stake.total_stake) == (ETHER, 2 * ETHER)
+    assert (stake.amount, stake.total_stake, stake.counts_from_round) == (
+        ETHER,
+        2 * ETHER,
+        round_,
+    )
+    sealed = next(e for e in events if isinstance(e, RoundSealed))
+    assert (sealed.round, sealed.total_weight) == (round_, 4 * ETHER)
+    assert sealed.beacon == a.seal(round_).beacon
     settled = next(e for e in events if isinstance(e, DisputeSettled))
     assert (settled.round, settled.subject, settled.slashed, settled.amount) == (
         round_,
@@ -112,14 +197,21 @@ def test_reads_every_event_typed_and_located(chain, history) -> None:
         True,
         ETHER,
     )
-    changed = next(e for e in events if isinstance(e, ParametersChanged))
-    assert (changed.name, changed.value) == ("slashBps", 2500)
+    assert (settled.flag_weight, settled.agree_weight, settled.settler) == (
+        2 * ETHER,
+        0,
+        c.account_address,
+    )
+    scheduled = next(e for e in events if isinstance(e, ParametersScheduled))
+    assert scheduled.rules.slash_bps == 2500 and scheduled.rules.from_round == scheduled.from_round
+    exited = next(e for e in events if isinstance(e, ExitRequested))
+    assert exited.withdrawable_from_round == a.cached_phases.withdrawable_from(exited.exit_round)
     withdrawn = events[-1]
     assert (withdrawn.peer, withdrawn.amount) == (a.account_address, ETHER)
-    flags = [e for e in events if isinstance(e, Attested) and e.is_flag]
-    assert [(e.attester, e.subject) for e in flags] == [
-        (b.account_address, a.account_address),
-        (c.account_address, a.account_address),
+    flags = [e for e in events if isinstance(e, VerdictRevealed) and e.is_flag]
+    assert [(e.attester, e.subject, e.weight) for e in flags] == [
+        (b.account_address, a.account_address, ETHER),
+        (c.account_address, a.account_address, ETHER),
     ]
 
 
@@ -139,21 +231,28 @@ def test_filters_by_round_peer_and_type(chain, history) -> None:
     latest = chain.w3.eth.block_number
     reader = EventReader(chain.w3, chain.deployment.coordinator, max_chunk=3)
     in_round = reader.read(first, latest, round=round_)
-    assert {type(e) for e in in_round} == {RolloutsPublished, Attested, DisputeSettled}
-    assert all(e.round == round_ for e in in_round) and len(in_round) == 3 + 3 + 1
+    assert {type(e) for e in in_round} == {
+        RolloutsPublished,
+        RoundSealed,
+        VerdictsCommitted,
+        VerdictRevealed,
+        DisputeSettled,
+        FlagResolved,
+    }
+    assert all(e.round == round_ for e in in_round) and len(in_round) == 3 + 1 + 2 + 3 + 1 + 1
     about_a = reader.read(first, latest, peer=a.account_address)
     assert all(
-        getattr(e, "peer", None) == a.account_address
-        or getattr(e, "subject", None) == a.account_address
+        a.account_address in (getattr(e, "peer", None), getattr(e, "subject", None))
         for e in about_a
     )
     assert [type(e) for e in about_a] == [
         PeerRegistered,
         StakeAdded,
         RolloutsPublished,
-        Attested,
-        Attested,
+        VerdictRevealed,
+        VerdictRevealed,
         DisputeSettled,
+        FlagResolved,
         ExitRequested,
         Withdrawn,
     ]

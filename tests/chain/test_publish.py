@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 from eth_account import Account
+from eth_utils import keccak
 
-from node.chain.eip712 import Domain, sign_publish
+from node.chain.eip712 import ZERO_ADDRESS, Domain, sign_publish
 from node.chain.events import EventReader, RolloutsPublished
+from node.chain.models import VerdictState
 from node.chain.reverts import (
     SwarmCoordinatorAlreadyPublished,
     SwarmCoordinatorInvalidSignature,
     SwarmCoordinatorNotActive,
     SwarmCoordinatorPaused,
+    SwarmCoordinatorSignatureExpired,
+    SwarmCoordinatorWrongRelayer,
     SwarmCoordinatorWrongRound,
     SwarmCoordinatorZeroDigest,
 )
@@ -31,8 +35,8 @@ def test_publish_in_the_current_round(chain, client_for, dev_accounts) -> None:
     round_ = peer.current_round()
     digest = digest_of("batch")
     receipt = peer.publish_rollouts(round_, digest, groups=4, completions=32, reward_sum=-7)
-    assert peer.publication(round_, peer.account_address) == digest
-    assert peer.publication(round_ + 1, peer.account_address) is None
+    assert peer.verdict(round_, peer.account_address).state is VerdictState.PUBLISHED
+    assert peer.verdict(round_ + 1, peer.account_address).state is VerdictState.NONE
     event = _published(chain, receipt)
     assert (
         event.round,
@@ -85,13 +89,36 @@ def test_relayed_publish_records_the_sponsor(chain, client_for, dev_accounts) ->
     sponsor = client_for(dev_accounts[5])  # not a peer: it only pays the gas
     round_ = chain.current_round()
     digest = digest_of("relayed")
-    signature = peer.sign_publish(round_, digest, 3, 24, 500)
+    deadline = chain.now() + 600
+    signature = peer.sign_publish(round_, digest, 3, 24, 500, deadline=deadline)
     receipt = sponsor.publish_rollouts_for(
-        peer.account_address, round_, digest, 3, 24, 500, signature
+        peer.account_address, round_, digest, 3, 24, 500, ZERO_ADDRESS, deadline, signature
     )
     event = _published(chain, receipt)
     assert event.peer == peer.account_address and event.relayer == sponsor.account_address
-    assert peer.publication(round_, peer.account_address) == digest
+    assert event.digest == digest
+    assert peer.verdict(round_, peer.account_address).state is VerdictState.PUBLISHED
+
+
+def test_a_named_relayer_and_the_deadline_bind(chain, client_for, dev_accounts) -> None:
+    (peer,) = register_all(client_for, dev_accounts[1:2])
+    sponsor, thief = client_for(dev_accounts[5]), client_for(dev_accounts[6])
+    round_ = chain.current_round()
+    digest = digest_of("bound")
+    deadline = chain.now() + 30
+    args = (peer.account_address, round_, digest, 3, 24, 500, sponsor.account_address, deadline)
+    signature = peer.sign_publish(
+        round_, digest, 3, 24, 500, relayer=sponsor.account_address, deadline=deadline
+    )
+    with pytest.raises(SwarmCoordinatorWrongRelayer) as caught:
+        thief.publish_for(*args, signature)  # a front-runner cannot take the relay
+    assert caught.value.relayer == sponsor.account_address and "only that address" in str(
+        caught.value
+    )
+    chain.warp_to(deadline + 1)
+    with pytest.raises(SwarmCoordinatorSignatureExpired) as expired:
+        sponsor.publish_for(*args, signature)
+    assert expired.value.deadline == deadline and "sign again" in str(expired.value)
 
 
 def test_forged_or_mismatched_signatures_are_refused(chain, client_for, dev_accounts) -> None:
@@ -99,39 +126,48 @@ def test_forged_or_mismatched_signatures_are_refused(chain, client_for, dev_acco
     sponsor = client_for(dev_accounts[5])
     round_ = chain.current_round()
     digest = digest_of("relayed")
-    forger = Account.create()
+    deadline = chain.now() + 600
+    values = {"round": round_, "digest": digest, "groups": 3, "completions": 24}
+    relay = (peer.account_address, round_, digest, 3, 24, 500, ZERO_ADDRESS, deadline)
     forged = sign_publish(
-        forger,
-        sponsor.domain,
-        round=round_,
-        digest=digest,
-        groups=3,
-        completions=24,
-        reward_sum=500,
+        Account.create(), sponsor.domain, **values, reward_sum=500, deadline=deadline
     )
     with pytest.raises(SwarmCoordinatorInvalidSignature, match="signature"):
-        sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 500, forged)
-    genuine = peer.sign_publish(round_, digest, 3, 24, 500)
+        sponsor.publish_rollouts_for(*relay, forged)
+    genuine = peer.sign_publish(round_, digest, 3, 24, 500, deadline=deadline)
     with pytest.raises(SwarmCoordinatorInvalidSignature):  # the sponsor inflates the reward
-        sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 5_000, genuine)
-    other_domain = Domain(chain_id=1, verifying_contract=sponsor.address)
-    wrong_chain = sign_publish(
-        dev_accounts[1],
-        other_domain,
-        round=round_,
-        digest=digest,
-        groups=3,
-        completions=24,
-        reward_sum=500,
-    )
+        sponsor.publish_rollouts_for(*relay[:5], 5_000, *relay[6:], genuine)
+    with pytest.raises(SwarmCoordinatorInvalidSignature):  # ...or extends the deadline
+        sponsor.publish_rollouts_for(*relay[:7], deadline + 1, genuine)
     with pytest.raises(SwarmCoordinatorInvalidSignature):
-        sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 500, wrong_chain)
-    with pytest.raises(SwarmCoordinatorInvalidSignature):
-        sponsor.publish_rollouts_for(peer.account_address, round_, digest, 3, 24, 500, genuine[:64])
+        sponsor.publish_rollouts_for(*relay, genuine[:64])
+    domain = sponsor.domain
+    for other in (
+        Domain(1, domain.verifying_contract, domain.salt),  # another chain
+        Domain(domain.chain_id, domain.verifying_contract, keccak(text="another deployment")),
+    ):
+        foreign = sign_publish(dev_accounts[1], other, **values, reward_sum=500, deadline=deadline)
+        with pytest.raises(SwarmCoordinatorInvalidSignature):
+            sponsor.publish_rollouts_for(*relay, foreign)
+    sponsor.publish_rollouts_for(*relay, genuine)
+
+
+def test_the_domain_is_salted_with_the_genesis_seed(chain, client_for, deployment) -> None:
+    client = client_for()
+    assert client.domain.salt == client.genesis_seed()
+    assert client.domain.separator == client.domain_separator()
+    assert Domain.of_deployment(deployment) == client.domain
 
 
 def test_publishing_stops_while_paused(chain, client_for, dev_accounts) -> None:
     (peer,) = register_all(client_for, dev_accounts[1:2])
+    sponsor = client_for(dev_accounts[5])
     client_for(dev_accounts[0]).pause()
+    round_, digest, deadline = chain.current_round(), digest_of("x"), chain.now() + 600
     with pytest.raises(SwarmCoordinatorPaused, match="paused"):
-        peer.publish_rollouts(chain.current_round(), digest_of("x"), 1, 8, 0)
+        peer.publish_rollouts(round_, digest, 1, 8, 0)
+    signature = peer.sign_publish(round_, digest, 1, 8, 0, deadline=deadline)
+    with pytest.raises(SwarmCoordinatorPaused):
+        sponsor.publish_for(
+            peer.account_address, round_, digest, 1, 8, 0, ZERO_ADDRESS, deadline, signature
+        )

@@ -19,8 +19,8 @@ from node.chain.errors import (
 from node.chain.reverts import SwarmCoordinatorAlreadyPublished, SwarmCoordinatorInsufficientStake
 from node.chain.rpc import RetryPolicy, connect
 from node.chain.transactions import TransactionSender
-from tests.chain.helpers import ETHER, FlakyProxy, digest_of, register_all
 from node.local.anvil import free_port
+from tests.chain.helpers import ETHER, FlakyProxy, digest_of, register_all
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,115 @@
+"""Committees and ballots of protocol v2, computed exactly as the contract does (pure, no chain).
+
+A sealed round r has a beacon and a total judging weight T (``seal(r)``). The seat rule
+(``committeeSeat``): with k = ``rulesAt(r).committeeSize`` and w = the attester's ``weightAt(r)``,
+an attester other than the subject with w > 0 is seated
+
+- always when ``k * w >= T``, with vote weight w;
+- else iff ``uint256(keccak256(abi.encode(beacon, subject, attester))) < (2**256 - 1) // T * (k * w)``,
+  with vote weight ``T // k``.
+
+Each seat's expected vote weight is its stake, so splitting stake over identities gains nothing.
+
+A ballot is committed as ``keccak256(abi.encode(attester, round, items_hash(items), salt))`` and
+revealed with the same items (sorted by subject, strictly ascending) and salt; after the reveal
+the contract keeps ``reveal_receipt(items)`` in its place.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+from eth_abi import encode
+from eth_utils import keccak, to_checksum_address
+
+from node.chain.models import VerdictItem
+
+#: ABI type of ``VerdictItem[]``.
+ITEMS_TYPE = "(address,uint32,uint32,int64)[]"
+_UINT256_MAX = 2**256 - 1
+
+
+def seat_hash(beacon: bytes, subject: str, attester: str) -> int:
+    """``uint256(keccak256(abi.encode(bytes20 beacon, subject, attester)))``: the seat lottery."""
+    if len(beacon) != 20:
+        raise ValueError(f"a beacon is 20 bytes, got {len(beacon)}")
+    word = encode(
+        ["bytes20", "address", "address"],
+        [beacon, to_checksum_address(subject), to_checksum_address(attester)],
+    )
+    return int.from_bytes(keccak(word), "big")
+
+
+def vote_weight(
+    beacon: bytes,
+    total_weight: int,
+    committee_size: int,
+    subject: str,
+    attester: str,
+    weight: int,
+) -> int:
+    """The attester's vote weight on ``subject``'s committee; 0 when it holds no seat.
+
+    ``weight`` is the attester's ``weightAt(round)``, ``total_weight`` and ``beacon`` the round's
+    seal, ``committee_size`` the round's rules (k). Bit-exact with the contract's seat rule.
+    """
+    if committee_size < 1:
+        raise ValueError(f"committee size must be at least 1, got {committee_size}")
+    same = to_checksum_address(subject) == to_checksum_address(attester)
+    if same or weight <= 0 or total_weight <= 0:
+        return 0
+    if committee_size * weight >= total_weight:
+        return weight
+    threshold = (_UINT256_MAX // total_weight) * (committee_size * weight)
+    seated = seat_hash(beacon, subject, attester) < threshold
+    return total_weight // committee_size if seated else 0
+
+
+def sort_items(items: Iterable[VerdictItem]) -> list[VerdictItem]:
+    """Items in the order reveal requires: by subject (as a number), strictly ascending.
+
+    Raises ValueError when two items name the same subject (the contract would revert).
+    """
+    ordered = sorted(items, key=VerdictItem.sort_key)
+    for before, after in pairwise(ordered):
+        if before.subject == after.subject:
+            raise ValueError(f"two verdicts on {after.subject}: one item per subject")
+    return ordered
+
+
+def encode_items(items: Sequence[VerdictItem]) -> bytes:
+    """``abi.encode(items)`` of a ``VerdictItem[]``, in the order given."""
+    return encode([ITEMS_TYPE], [[item.to_abi() for item in items]])
+
+
+def items_hash(items: Sequence[VerdictItem]) -> bytes:
+    """``keccak256(abi.encode(items))``, the items in the order given (sort them first)."""
+    return keccak(encode_items(items))
+
+
+def ballot_commitment(
+    attester: str, round: int, items: Sequence[VerdictItem], salt: bytes
+) -> bytes:
+    """``keccak256(abi.encode(attester, round, keccak256(abi.encode(items)), salt))``: what
+    ``commitVerdicts`` takes; reveal the same items in the same order with the same salt."""
+    if len(salt) != 32:
+        raise ValueError(f"a salt is 32 bytes, got {len(salt)}")
+    word = encode(
+        ["address", "uint64", "bytes32", "bytes32"],
+        [to_checksum_address(attester), round, items_hash(items), salt],
+    )
+    return keccak(word)
+
+
+def reveal_receipt(items: Sequence[VerdictItem]) -> bytes:
+    """``keccak256(abi.encode(keccak256(abi.encode(items)), "revealed"))``: the ballot slot after a
+    reveal (``reportAgreement`` proves revealed items against it)."""
+    return keccak(encode(["bytes32", "string"], [items_hash(items), "revealed"]))
+
+
+def new_salt() -> bytes:
+    """A fresh random 32-byte ballot salt (keep it until the reveal: without it the ballot is
+    lost)."""
+    return secrets.token_bytes(32)
