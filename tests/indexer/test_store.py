@@ -3,27 +3,39 @@ PostgreSQL (ingestion, reorg repair and the API through the very same code)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import requests
-from sqlalchemy import text
+from sqlalchemy import inspect, select, text
 
-from node.chain.models import median_milli
+from coordinator_indexer import schema
+from coordinator_indexer.derive import weighted_median_milli
 from coordinator_indexer.errors import ConfigError, IndexerError
 from coordinator_indexer.migrations import LATEST_VERSION, current_version, migrate
-from coordinator_indexer.store import Store
+from coordinator_indexer.store import Store, create_db_engine
+from tests.indexer import schema_v3
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
-from tests.indexer.scenario import EXPECTED_RANKING, play
+from tests.indexer.scenario import play
 from tests.indexer.test_api import assert_out_of_range_input_is_a_422, caught_up
-from tests.waiting import wait_for
 from tests.indexer.test_reorg import tables
+from tests.waiting import wait_for
+
+ETHER = 10**18
 
 
-def test_median_rule() -> None:
-    assert median_milli([]) is None
-    assert median_milli([7]) == 7
-    assert median_milli([1000, 9000, 1200]) == 1200
-    assert median_milli([6000, 5800]) == 5900
-    assert median_milli([-3, 0]) == -2  # floored, also below zero
+def test_weighted_median_rule() -> None:
+    equal = [(value, 1) for value in (1000, 9000, 1200)]
+    assert weighted_median_milli([]) is None
+    assert weighted_median_milli([(7, ETHER)]) == 7
+    assert weighted_median_milli(equal) == 1200  # equal weights: the plain median
+    assert weighted_median_milli([(6000, 5), (5800, 5)]) == 5900  # exactly half: the mean
+    assert weighted_median_milli([(-3, 1), (0, 1)]) == -2  # floored, also below zero
+    # stake decides: 2 ETH of honest values outweigh 1 ETH lying high and 1 ETH lying low
+    lying = [(5000, 2 * ETHER), (100, ETHER), (9000, ETHER)]
+    assert weighted_median_milli(lying) == 5000
+    assert weighted_median_milli([(1000, 2), (1200, 2), (9000, 1)]) == 1200
+    assert weighted_median_milli([(5, 0)]) is None  # no weight, no median
 
 
 def test_migrations_are_recorded_and_idempotent(sqlite_url) -> None:
@@ -38,11 +50,11 @@ def test_migrations_are_recorded_and_idempotent(sqlite_url) -> None:
 
 
 @pytest.mark.integration
-def test_migration_2_renames_and_recomputes_verified_batches(
+def test_migration_2_renames_and_migration_4_recounts_verified_batches(
     chain, client_for, dev_accounts, make_indexer, sqlite_url
 ) -> None:
     """A version-1 database counted a peer's batches anyone attested (``verified_rounds``): carol's
-    slashed batch counted. Opening it renames the column and recomputes it as verified."""
+    slashed batch counted. Opening it renames the column (2) and recounts it as verified (4)."""
     play(chain, client_for, dev_accounts[1:])
     url = sqlite_url("v1")
     indexer = make_indexer(url)
@@ -80,6 +92,104 @@ def test_a_database_from_a_newer_indexer_is_refused(sqlite_url) -> None:
         Store.open(url)
 
 
+V1_PEER = "0x" + "0a" * 20
+
+
+def make_v3_database(url: str, *, with_rows: bool) -> None:
+    """A database as the last release before protocol v2 left it (schema version 3)."""
+    engine = create_db_engine(url)
+    with engine.begin() as conn:
+        schema_v3.metadata.create_all(conn)
+        conn.execute(
+            text(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                "name VARCHAR(200) NOT NULL, applied_at BIGINT NOT NULL)"
+            )
+        )
+        for version in (1, 2, 3):
+            conn.execute(
+                text("INSERT INTO schema_migrations VALUES (:v, 'v1 release', :t)"),
+                {"v": version, "t": int(time.time())},
+            )
+        if with_rows:
+            _v1_rows(conn)
+    engine.dispose()
+
+
+def _v1_rows(conn) -> None:
+    position = {"block_number": 7, "log_index": 0, "tx_hash": "0x" + "ab" * 32}
+    conn.execute(
+        schema_v3.registrations.insert().values(
+            peer=V1_PEER, name="old", stake_wei=str(ETHER), **position
+        )
+    )
+    conn.execute(
+        schema_v3.publications.insert().values(
+            round=3,
+            peer=V1_PEER,
+            digest="0x" + "cd" * 32,
+            groups=4,
+            completions=32,
+            claimed_milli=5000,
+            relayer=None,
+            attestations=3,
+            agreements=2,
+            flags=1,
+            verified_milli=4900,
+            settled=True,
+            slashed=False,
+            **position,
+        )
+    )
+    conn.execute(schema_v3.peers.insert().values(
+        address=V1_PEER, name="old", registered_block=7, status="active",
+        stake_wei=str(ETHER), stake_gwei=10**9, withdrawable_at=None, rounds=1,
+        verified_batches=0, claimed_milli=5000, verified_milli=4900, flags_received=1,
+        attestations_given=0, slashes=0, slashed_wei="0", last_round=3))  # fmt: skip
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_migration_4_brings_a_v1_release_database_forward(sqlite_url, request, database) -> None:
+    """Schema version 3 (protocol v1) -> 4: the v2 tables and columns appear, v1 rows stay with
+    their meaning (a v1 batch's verified flag and outcome from its v1 columns), the v1-only
+    tables stay untouched, and a second open changes nothing."""
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else sqlite_url()
+    make_v3_database(url, with_rows=True)
+    store = Store.open(url)
+    try:
+        assert current_version(store.engine) == LATEST_VERSION == 4
+        names = set(inspect(store.engine).get_table_names())
+        assert {t.name for t in schema.metadata.sorted_tables} <= names
+        assert set(schema.LEGACY_TABLES) <= names
+        with store.engine.connect() as conn:
+            batch = conn.execute(select(schema.publications)).one()
+            peer = conn.execute(select(schema.peers)).one()
+        assert (batch.verified, batch.outcome, batch.verified_milli) == (True, "rejected", 4900)
+        assert (batch.agree_weight_wei, batch.ignored) == ("0", 0)
+        assert (peer.verified_batches, peer.verified_milli) == (1, 4900)
+        before = store.dump()
+        assert migrate(store.engine) == []
+        assert store.dump() == before
+    finally:
+        store.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_a_migrated_database_indexes_v2_like_a_new_one(
+    chain, client_for, dev_accounts, make_indexer, sqlite_url, request, database
+) -> None:
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else sqlite_url("v3")
+    make_v3_database(url, with_rows=False)
+    play(chain, client_for, dev_accounts[1:])
+    migrated = make_indexer(url)
+    migrated.sync()
+    fresh = make_indexer()
+    fresh.sync()
+    assert tables(migrated.store) == tables(fresh.store)
+    assert migrated.store.state().judging_rounds == 5
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
@@ -109,7 +219,8 @@ def test_postgres_holds_the_same_rows_as_sqlite(
     on_sqlite = make_indexer(max_range=3)
     on_sqlite.sync()
     assert on_postgres.store.dump() == on_sqlite.store.dump()
-    assert on_postgres.store.counts()["attestations"] == 21
+    assert on_postgres.store.counts()["votes"] == 25
+    assert on_postgres.store.counts()["duties"] == 12
     assert current_version(on_postgres.store.engine) == LATEST_VERSION
 
 
@@ -121,17 +232,18 @@ def test_postgres_reorg_repair(
     make_indexer,
     postgres_url,  # noqa: F811 - fixture
 ) -> None:
-    play(chain, client_for, dev_accounts[1:], phases=3)
+    play(chain, client_for, dev_accounts[1:], phases=4)  # through the reveals
     indexer = make_indexer(postgres_url, confirmations=10)
     indexer.sync()
-    chain.rpc("anvil_reorg", 4, [])  # four attestation batches replaced by empty blocks
+    assert indexer.store.counts()["votes"] == 25
+    chain.rpc("anvil_reorg", 4, [])  # the last four reveals replaced by empty blocks
     kinds: list[str] = []
     indexer.sync(on_step=lambda result: kinds.append(result.kind))
     assert kinds[0] == "reorg"
     fresh = make_indexer(confirmations=10)
     fresh.sync()
     assert tables(indexer.store) == tables(fresh.store)
-    assert indexer.store.counts()["attestations"] == 0
+    assert indexer.store.counts()["votes"] < 25
 
 
 @pytest.mark.integration
@@ -161,6 +273,6 @@ def test_the_api_serves_from_postgres(
         stats = requests.get(service.url + "api/stats", timeout=10).json()
         assert_out_of_range_input_is_a_422(service)
     names = swarm.names_by_address()
-    assert [names[e["address"]] for e in board["entries"]] == EXPECTED_RANKING
+    assert [names[e["address"]] for e in board["entries"]] == swarm.ranking()
     assert stats["verified_batches"] == 7 and stats["batches"] == 8
     assert sum(e["verified_batches"] for e in board["entries"]) == 7
