@@ -180,7 +180,9 @@ def main() -> None:
     parser.add_argument("--offline", type=float, default=0.0, help="share of honest seats absent")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
-    rules = Rules(args.committee_size, args.quorum_bps / 10_000, args.floor_bps / 10_000, args.offline)
+    rules = Rules(
+        args.committee_size, args.quorum_bps / 10_000, args.floor_bps / 10_000, args.offline
+    )
     rows = table(args.peers, rules)
     if args.json:
         print(json.dumps({"rules": asdict(rules), "rows": [asdict(r) for r in rows]}, indent=1))
