@@ -173,6 +173,7 @@ def test_the_memory_store_rehashes_and_the_swarm_forgets_old_rounds() -> None:
     assert exchange.commitments([0]) == [] and not swarm.store.has(batch.digest)
 
 
+@pytest.mark.slow
 def test_in_process_committees_judge_a_cheater_like_the_contract(
     dev_accounts: list[LocalAccount], tiny_base: BaseModel, tmp_path: Path
 ) -> None:
