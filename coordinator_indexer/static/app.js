@@ -108,7 +108,7 @@ async function renderBoard() {
       el("td", { class: "num stake" }, fmtEth(peer.stake_eth)),
       el("td", { class: `num slashes${peer.slashes ? " slashed" : ""}` }, String(peer.slashes)),
       el("td", { class: "num duty-done", title: `${peer.duty_seats} seats held` }, String(peer.duty_done)),
-      el("td", { class: `num duty-missed${peer.duty_missed ? " slashed" : ""}` }, String(peer.duty_missed)));
+      el("td", { class: `num duty-missed${peer.duty_missed ? " missed" : ""}` }, String(peer.duty_missed)));
     if (peer.address === view.selected) row.classList.add("selected");
     row.addEventListener("click", () => selectPeer(peer.address));
     return row;

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.indexer.scenario import EXPECTED_RANKING, EXPECTED_VERIFIED, ETHER, play
+from tests.indexer.scenario import EXPECTED_DUTY, EXPECTED_VERIFIED, ETHER, play
 from tests.indexer.test_api import caught_up, start_service
 from tests.waiting import wait_for
 
@@ -66,7 +66,7 @@ def test_the_page_shows_the_chains_ranking(
         wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
         page.goto(service.url + "?refresh=1")
         rows = page.locator("#rows tr[data-address]")
-        rows.nth(4).wait_for(timeout=15_000)
+        rows.nth(5).wait_for(timeout=15_000)
 
         shown = [
             {
@@ -75,30 +75,42 @@ def test_the_page_shows_the_chains_ranking(
                 "name": row.locator(".name").inner_text().split("\n")[0].strip(),
                 "verified": float(row.locator(".verified").inner_text().replace(",", "")),
                 "stake": float(row.locator(".stake").inner_text().replace(",", "")),
+                "duty": (
+                    int(row.locator(".duty-done").inner_text()),
+                    int(row.locator(".duty-missed").inner_text()),
+                ),
             }
             for row in rows.all()
         ]
         names = swarm.names_by_address()
-        assert [names[r["address"]] for r in shown] == EXPECTED_RANKING
-        assert [r["rank"] for r in shown] == ["1", "2", "3", "4", "5"]
+        assert [names[r["address"]] for r in shown] == swarm.ranking()
+        assert [r["rank"] for r in shown] == ["1", "2", "3", "4", "5", "6"]
         for row in shown:
             name = names[row["address"]]
             assert row["name"].startswith(name)
             assert row["verified"] == EXPECTED_VERIFIED[name] / 1000
             on_chain = swarm.clients[name].peer_info(row["address"]).stake
             assert row["stake"] == on_chain / ETHER
+            seats, done = EXPECTED_DUTY[name]
+            assert row["duty"] == (done, seats - done)
         assert "1" in page.locator("tr[data-address] .slashed").inner_text()
 
         # a change on the chain reaches the page through auto-refresh
-        swarm.clients["erin"].add_stake(5 * ETHER)
-        erin = page.locator(f'tr[data-address="{swarm.address("erin")}"] .stake')
-        wait_for(lambda: erin.inner_text() == "7", timeout=20, what="erin's new stake on the page")
+        swarm.clients["frank"].add_stake(5 * ETHER)
+        frank = page.locator(f'tr[data-address="{swarm.address("frank")}"] .stake')
+        wait_for(lambda: frank.inner_text() == "5.9", timeout=20, what="frank's new stake")
 
         # selecting a peer draws its reward over rounds beside the swarm's
         page.locator(f'tr[data-address="{swarm.address("carol")}"]').click()
         page.locator('path[data-series="carol: verified"]').wait_for(timeout=10_000)
         assert page.locator('path[data-series="swarm: verified per batch"]').count() == 1
         assert "carol" in page.locator("#chart-peer").inner_text()
+        # ...and lists its batches with the committee's weights and the outcome
+        upheld = page.locator(f'#batch-rows tr[data-round="{swarm.round}"]')
+        upheld.wait_for(timeout=10_000)
+        assert upheld.locator(".flag-weight").inner_text() == "4"
+        assert upheld.locator(".agree-weight").inner_text() == "1"
+        assert "upheld" in upheld.locator(".outcome").inner_text()
         assert "live" in page.locator("#health").inner_text()
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -71,7 +71,7 @@ def test_run_serves_then_stops_cleanly_on_a_signal(
         while requests.get(url + "health", timeout=5).json()["indexed_block"] != head:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        assert requests.get(url + "api/leaderboard", timeout=5).json()["total"] == 5
+        assert requests.get(url + "api/leaderboard", timeout=5).json()["total"] == 6
         process.send_signal(sig)
         out, err = process.communicate(timeout=20)
     finally:
