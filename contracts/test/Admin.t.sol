@@ -7,6 +7,11 @@ import {CoordinatorTest} from "./utils/CoordinatorTest.sol";
 
 /// @notice Constructor checks, scheduleParameters and rulesAt, pause scope, ownership.
 contract AdminTest is CoordinatorTest {
+    /// @dev EIP-170: public chains (and a default Anvil) refuse runtime code over 24,576 bytes.
+    function test_RuntimeCodeFitsEip170() public view {
+        assertLe(address(coordinator).code.length, 24_576);
+    }
+
     function test_ConstructorChecksPhases() public {
         I.Phases memory phases = defaultPhases();
         phases.commitRounds = 0;
