@@ -2,7 +2,7 @@
 
 The nodes are plain :class:`~node.round.node.SwarmNode` objects on a
 :class:`~node.round.exchange.ChainExchange`, driven in lockstep (``run_lockstep``), exactly as
-``swarm local up`` runs them: publish on-chain, fetch from the store, verify, attest, settle,
+``swarm local up`` runs them: publish on-chain, fetch from the store, verify, judge by committee, settle,
 checkpoint. The peers' keys are derived from the experiment seed and the coordinator is deployed
 with a seed input derived from it too. The genesis seed also mixes in ``block.prevrandao``, which
 Anvil derives from the block's time: so each unit's Anvil starts at a fixed genesis time and the
@@ -81,7 +81,7 @@ def start_chain_unit(folder: Path, accounts: list[LocalAccount], seed: int) -> C
         for i, account in enumerate(accounts):
             funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding node {i}")
             client = CoordinatorClient.connect(anvil.url, deployment, account=account)
-            client.register(f"node-{i}", deployment.parameters.min_stake)
+            client.register(f"node-{i}", deployment.min_stake)
             exchanges.append(ChainExchange(client, deployment, store))
         chain = DevChain(w3, deployment)
         return ChainUnit(anvil, deployment, exchanges, advance_clock(chain))

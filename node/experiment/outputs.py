@@ -221,7 +221,7 @@ def summary_markdown(
     lines = [
         f"exchange: **{config.exchange}** "
         + (
-            "(Anvil + coordinator contract + local content store + verification + attestations)"
+            "(Anvil + coordinator contract + local content store + verification + committees)"
             if config.exchange == "chain"
             else "(in-process: same tasks, generation, verification, selection and GRPO step; "
             "no chain, no store)"

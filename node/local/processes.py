@@ -25,7 +25,7 @@ from typing import IO
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.chain.events import Attested, EventReader, RolloutsPublished
+from node.chain.events import DisputeSettled, EventReader, RolloutsPublished, VerdictRevealed
 from node.defaults import SHIPPED_MODEL, model_cache_dir
 from node.local.children import spawn, stop
 from node.local.swarm import (
@@ -175,22 +175,36 @@ def run_process_swarm(
 def chain_summary(
     rpc_url: str, deployment: Deployment, peers: list[LocalPeer], codes: list[int]
 ) -> list[str]:
-    """Per node, from the chain: rounds published, attestations given and received, exit code."""
+    """Per node, from the chain: rounds published, verdicts revealed on it and by it (flags
+    among them), slashes, exit code."""
     client = CoordinatorClient.connect(rpc_url, deployment)
     reader = EventReader(client.w3, client.address)
     events = reader.read(
-        deployment.deployment_block, client.block_number(), events=[RolloutsPublished, Attested]
+        deployment.deployment_block,
+        client.block_number(),
+        events=[RolloutsPublished, VerdictRevealed, DisputeSettled],
     )
     published = [e for e in events if isinstance(e, RolloutsPublished)]
-    attested = [e for e in events if isinstance(e, Attested)]
-    lines = []
-    for peer, code in zip(peers, codes):
-        address = peer.account.address
-        received = [a for a in attested if a.subject == address]
-        lines.append(
-            f"{peer.name}: {sum(e.peer == address for e in published)} rounds published, "
-            f"attested by peers {len(received)} times ({sum(a.is_flag for a in received)} flags), "
-            f"attested {sum(a.attester == address for a in attested)} peer batches, "
-            f"exit code {code}"
-        )
-    return lines
+    verdicts = [e for e in events if isinstance(e, VerdictRevealed)]
+    slashes = [e for e in events if isinstance(e, DisputeSettled) and e.slashed]
+    return [
+        _peer_summary(peer.name, peer.account.address, code, published, verdicts, slashes)
+        for peer, code in zip(peers, codes)
+    ]
+
+
+def _peer_summary(
+    name: str,
+    address: str,
+    code: int,
+    published: list[RolloutsPublished],
+    verdicts: list[VerdictRevealed],
+    slashes: list[DisputeSettled],
+) -> str:
+    received = [v for v in verdicts if v.subject == address]
+    return (
+        f"{name}: {sum(e.peer == address for e in published)} rounds published, "
+        f"judged by peers {len(received)} times ({sum(v.is_flag for v in received)} flags), "
+        f"judged {sum(v.attester == address for v in verdicts)} peer batches, "
+        f"slashed {sum(e.subject == address for e in slashes)} times, exit code {code}"
+    )

@@ -4,7 +4,7 @@ Starts Anvil, deploys the coordinator, creates N encrypted keystores (and a ``no
 each, so ``swarm --config <node.toml> status`` works on them), funds them from Anvil's first dev
 account and registers them; opens a local content store; loads the base model once and runs the N
 nodes in this process, each with its own LoRA adapter, optimizer and seed, for R rounds in
-lockstep (every node publishes, then every node verifies, trains and attests; then the chain's
+lockstep (every node publishes, then every node verifies, judges, trains; then the chain's
 clock jumps to the next round, so nobody waits for wall-clock rounds); starts the indexer and its
 leaderboard when they are installed. Everything lives in one working folder, recreated each time.
 """
@@ -89,11 +89,11 @@ class LocalSwarmSettings:
         default_factory=lambda: DeployConfig(
             round_duration=3600,
             min_stake=1 * ETHER,
-            unbonding_period=3 * 3600,
             grace_rounds=1,
-            attestation_window_rounds=2,
+            commit_rounds=2,
+            reveal_rounds=2,
+            flag_bond=ETHER // 100,
             slash_bps=1000,
-            dispute_quorum=2,
         )
     )
 
@@ -109,13 +109,7 @@ class LocalSwarmSettings:
         """The coordinator's parameters: real-time rounds of ``round_seconds`` in processes."""
         if not self.processes:
             return self.deploy
-        rounds = self.deploy.attestation_window_rounds + 2
-        return self.deploy.model_copy(
-            update={
-                "round_duration": self.round_seconds,
-                "unbonding_period": rounds * self.round_seconds,
-            }
-        )
+        return self.deploy.model_copy(update={"round_duration": self.round_seconds})
 
 
 @dataclass
@@ -251,7 +245,7 @@ def create_peer(
     funder = TransactionSender(connect(rpc_url), Account.from_key(DEV_KEYS[0]))
     funder.send(to=account.address, data=b"", value=10 * ETHER, what=f"funding {name}")
     client = CoordinatorClient.connect(rpc_url, deployment, account=account)
-    client.register(name, deployment.parameters.min_stake)
+    client.register(name, deployment.min_stake)
     config = peer_config(node_config(settings), index, folder, workdir, rpc_url, store)
     peer = LocalPeer(name, account, folder, config)
     peer.config_path.write_text(config_toml(peer.config))
@@ -443,7 +437,9 @@ def summary_lines(reports: list[RoundReport], names: dict[str, str]) -> list[str
         lines.append(
             f"{name}: {sum(r.published == 'yes' for r in mine)}/{len(mine)} rounds published, "
             f"local reward {first} -> {last}, external groups trained on "
-            f"{sum(r.external_groups for r in mine)}, attested {sum(r.attested for r in mine)}, "
+            f"{sum(r.external_groups for r in mine)}, verdicts committed "
+            f"{sum(r.committed for r in mine)}, revealed {sum(r.revealed for r in mine)} "
+            f"(flags {sum(r.flagged for r in mine)}), "
             f"rejected {sum(sum(r.rejections.values()) for r in mine)}"
         )
     return lines

@@ -60,6 +60,9 @@ def run_local_swarm(
         names = {node.address: peer.name for node, peer in zip(nodes, peers)}
         print_where_to_look(swarm.workdir, swarm.rpc_url, leaderboard, peers, echo)
         chain = DevChain(connect(swarm.rpc_url), swarm.deployment)
+        # Stake deposited at registration judges from the next round: start there, so every
+        # round the demo runs has its committees.
+        advance_clock(chain)(chain.current_round() + 1)
         reports = run_lockstep(
             nodes,
             settings.rounds,

@@ -33,8 +33,9 @@ def port_is_closed(url: str) -> bool:
 
 
 def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> None:
+    """Five rounds: verdicts on round r are committed in r + 2 and revealed in r + 4."""
     demo = NodeProcess.start(
-        local_up(tmp_path / "demo", "--rounds", "2", "--no-keep", "--no-indexer"), tmp_path
+        local_up(tmp_path / "demo", "--rounds", "5", "--no-keep", "--no-indexer"), tmp_path
     )
     try:
         demo.wait_for(lambda line: line == "local swarm stopped", timeout=180)
@@ -42,11 +43,13 @@ def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> 
     finally:
         demo.stop()
     rounds = [line for line in demo.output if re.match(r"node-\d round \d+: ", line)]
-    assert len(rounds) == 4
+    assert len(rounds) == 10
     assert all("published yes" in line and "peers verified 1" in line for line in rounds)
-    assert all("attested 1 (flags 0)" in line for line in rounds)
+    committed = [int(re.search(r"verdicts committed (\d+)", line)[1]) for line in rounds]
+    revealed = [int(re.search(r"revealed (\d+) \(flags 0\)", line)[1]) for line in rounds]
+    assert committed == [0] * 4 + [1] * 6 and revealed == [0] * 8 + [1] * 2
     for name in ("node-0", "node-1"):
-        assert f"{name}: 2/2 rounds published" in "\n".join(demo.output)
+        assert f"{name}: 5/5 rounds published" in "\n".join(demo.output)
         assert (tmp_path / "demo" / "nodes" / name / "keystore.json").exists()
         assert (tmp_path / "demo" / "nodes" / name / "state" / "round-state.json").exists()
     chain = next(line for line in demo.output if line.startswith("chain "))
@@ -77,7 +80,7 @@ def test_the_lockstep_demo_on_a_kubo_daemon_per_node(tmp_path: Path) -> None:
 
 
 def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> None:
-    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "2"), tmp_path)
+    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "6"), tmp_path)
     try:
         line = demo.wait_for(lambda line: "the leaderboard stays up on" in line, timeout=180)
         url = line.split(" on ")[1].split(";")[0]
@@ -88,10 +91,10 @@ def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> No
             )
             if match
         }
-        board = wait_for_leaderboard(url, peers=2, rounds=2)
+        board = wait_for_leaderboard(url, peers=2, rounds=6, verified=2)
         assert {e["address"]: e["name"] for e in board["entries"]} == addresses
-        for entry in board["entries"]:
-            assert entry["rounds"] == 2 and entry["verified_batches"] == 2
+        for entry in board["entries"]:  # rounds 1 and 2 revealed (in rounds 5 and 6)
+            assert entry["rounds"] == 6 and entry["verified_batches"] == 2
             assert entry["attestations_given"] == 2 and entry["flags_received"] == 0
         assert demo.stop(signal.SIGINT) == 0
     finally:
@@ -101,13 +104,15 @@ def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> No
     assert port_is_closed(url)
 
 
-def wait_for_leaderboard(url: str, *, peers: int, rounds: int) -> dict:
-    """The leaderboard once the indexer has caught up with ``rounds`` rounds of ``peers``."""
+def wait_for_leaderboard(url: str, *, peers: int, rounds: int, verified: int) -> dict:
+    """The leaderboard once the indexer has caught up with ``rounds`` rounds of ``peers``, of
+    which ``verified`` are verified by revealed verdicts."""
     deadline = time.monotonic() + 60
     while True:
         board = requests.get(f"{url}/api/leaderboard", timeout=5).json()
         entries = board["entries"]
-        if len(entries) == peers and all(e["verified_batches"] == rounds for e in entries):
+        caught_up = all(e["rounds"] == rounds and e["verified_batches"] == verified for e in entries)
+        if len(entries) == peers and caught_up:
             return board
         if time.monotonic() > deadline:
             raise AssertionError(f"the leaderboard never showed {rounds} rounds: {board}")
