@@ -9,7 +9,7 @@ import {CoordinatorTest} from "./utils/CoordinatorTest.sol";
 contract AdminTest is CoordinatorTest {
     /// @dev EIP-170: public chains (and a default Anvil) refuse runtime code over 24,576 bytes.
     function test_RuntimeCodeFitsEip170() public view {
-        assertLe(address(coordinator).code.length, 24_576);
+        assertLe(address(coordinator).code.length, 24_576, "runtime code over the EIP-170 limit");
     }
 
     function test_ConstructorChecksPhases() public {
