@@ -202,20 +202,24 @@ def add_stake(ctx: click.Context, amount: str) -> None:
 @main.command("exit")
 @click.pass_context
 def exit_(ctx: click.Context) -> None:
-    """Stop participating; the stake becomes withdrawable after the unbonding period."""
+    """Stop participating; the stake becomes withdrawable once the last rounds this peer published
+    or judged can no longer be judged (exit round + J + 1), with no open dispute or flag."""
     config = _config(ctx)
     client = _client(config, _account(config))
     with _user_errors():
         receipt = client.request_exit()
         info = client.peer_info(client.account_address or "")
         _done("exit requested", receipt)
-        click.echo(f"withdrawable {format_deadline(info.withdrawable_at, client.chain_time())}")
+        round_ = client.phases().withdrawable_from(info.exit_round)
+        start = client.clock.start_of(round_)
+        when = format_deadline(start, client.chain_time())
+        click.echo(f"withdrawable from round {round_} ({when})")
 
 
 @main.command()
 @click.pass_context
 def withdraw(ctx: click.Context) -> None:
-    """Take the stake back after the unbonding period."""
+    """Take the stake back once the exit's last rounds are judged (see swarm exit)."""
     config = _config(ctx)
     client = _client(config, _account(config))
     with _user_errors():
@@ -237,7 +241,7 @@ def _setup_logging(verbose: int) -> None:
 @click.option("-v", "--verbose", count=True, help="-v: each peer's verdict; -vv: debug.")
 @click.pass_context
 def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
-    """Run this node: each round generate, publish, verify peers, train, attest, checkpoint.
+    """Run this node: each round generate, publish, verify peers, judge, train, checkpoint.
 
     \b
     Prints one line per round: local reward, external groups used, rejected peer batches by
@@ -394,7 +398,7 @@ def local_up(
 
     \b
     By default the nodes share one base model, each with its own LoRA adapter, and run in
-    lockstep: all publish, then all verify, train and attest; then the chain's clock jumps to
+    lockstep: all publish, then all verify, judge and train; then the chain's clock jumps to
     the next round (the quick look). With --processes every node is its own `swarm run`
     process with its own Kubo daemon, keystore, state and model cache, and rounds last
     --round-seconds of wall-clock time. The indexer and leaderboard start when installed.
@@ -482,7 +486,8 @@ main.add_command(audit_command)
     default=5,
     show_default=True,
     type=click.IntRange(1, 1000),
-    help="Recent rounds to explain: published or why not, attesters, flags, rewards, disputes.",
+    help="Recent rounds to explain: published or why not, committee verdicts, flags, rewards, "
+    "disputes.",
 )
 @click.pass_context
 def status(ctx: click.Context, address: str | None, rounds: int) -> None:
@@ -490,8 +495,9 @@ def status(ctx: click.Context, address: str | None, rounds: int) -> None:
 
     \b
     Per round: published or why not (not registered, exiting, stake below the minimum, paused,
-    no batch on the chain), how many peers attested it, agreed and flagged, the verified reward
-    (median of the attesters') beside the claimed one, and whether a dispute slashed.
+    no batch on the chain), where its judging stands (committees commit, then reveal), how many
+    committee members agreed and flagged, the verified reward (median of their sums) beside the
+    claimed one, and whether a dispute was settled and slashed.
     """
     from node.status_report import status_lines
 

@@ -1,13 +1,14 @@
 """``swarm status``: a peer's standing and what happened to each recent round's batch, and why.
 
 Everything is read from the coordinator's events (node.chain.events.EventReader) since the
-deployment block: the peer's own events (registration, stake, exit, publications, the
-attestations of its batches, settled disputes) and the swarm-wide ones that decide whether it
-could publish (``minStake`` changes, pauses). For each of the last N rounds, newest first:
+deployment block: the peer's own events (registration, stake, exit, publications, the committee
+verdicts revealed on its batches, settled disputes) and the swarm-wide ones that decide whether it
+could publish (scheduled minimum stakes, pauses). For each of the last N rounds, newest first:
 
-- published: the batch's size and claimed reward; how many peers attested it, how many agreed
-  and how many flagged; the verified reward (the median of the attesters' sums, as the indexer
-  computes it) beside the claimed one; whether a dispute was settled, and whether it slashed;
+- published: the batch's size and claimed reward; where its judging stands (committees commit
+  during rounds r+g+1..r+g+c and reveal until r+J); how many committee members agreed and how many
+  flagged; the verified reward (the median of their sums, as the indexer computes it) beside the
+  claimed one; whether a dispute was settled, and whether it slashed;
 - not published, and why when the chain tells: not registered yet, exiting, stake below the
   minimum, the contract paused, the round still open (or in its grace window), else no batch on
   the chain (the node was not running, or finished after the grace window).
@@ -20,20 +21,22 @@ from dataclasses import dataclass
 
 from node.chain.client import CoordinatorClient
 from node.chain.events import (
-    Attested,
+    AgreementPenalized,
     ChainEvent,
     DisputeSettled,
     EventReader,
     ExitRequested,
-    ParametersChanged,
+    FlagResolved,
+    ParametersScheduled,
     Paused,
     PeerRegistered,
     RolloutsPublished,
     StakeAdded,
     Unpaused,
+    VerdictRevealed,
     Withdrawn,
 )
-from node.chain.models import Parameters, PeerStatus, median_milli
+from node.chain.models import PeerStatus, Phases, median_milli
 from node.chain.rounds import RoundClock
 from node.chain.rpc import call_with_retry, endpoint_of
 from node.chain.units import format_deadline, format_eth
@@ -44,10 +47,11 @@ _PEER_EVENTS = (
     ExitRequested,
     Withdrawn,
     RolloutsPublished,
-    Attested,
+    VerdictRevealed,
     DisputeSettled,
 )
-_SWARM_EVENTS = (ParametersChanged, Paused, Unpaused)
+#: Swarm-wide events: rules and pauses; penalties and lost bonds are kept for the peer only.
+_SWARM_EVENTS = (ParametersScheduled, Paused, Unpaused, AgreementPenalized, FlagResolved)
 
 
 @dataclass
@@ -68,12 +72,10 @@ class Standing:
             self.status = PeerStatus.EXITING
         elif isinstance(event, Withdrawn):
             self.status, self.stake = PeerStatus.WITHDRAWN, 0
-        elif isinstance(event, DisputeSettled) and event.subject == peer and event.slashed:
-            self.stake -= event.amount
-        elif isinstance(event, ParametersChanged) and event.name == "minStake":
-            self.min_stake = event.value
         elif isinstance(event, (Paused, Unpaused)):
             self.paused = isinstance(event, Paused)
+        else:
+            self.stake -= _taken(event, peer)
 
     def why_not(self) -> str | None:
         """Why the contract would refuse this peer's batch; None when it would take it."""
@@ -91,6 +93,17 @@ class Standing:
         return None
 
 
+def _taken(event: ChainEvent, peer: str) -> int:
+    """Wei ``event`` took from ``peer``'s stake: a slash, an agreement penalty, a lost bond."""
+    if isinstance(event, DisputeSettled) and event.subject == peer and event.slashed:
+        return event.amount
+    if isinstance(event, AgreementPenalized) and event.attester == peer:
+        return event.amount
+    if isinstance(event, FlagResolved) and event.flagger == peer and not event.upheld:
+        return event.amount
+    return 0
+
+
 @dataclass(frozen=True)
 class History:
     """One peer's events, and the swarm's that matter to it, with the block times needed."""
@@ -98,33 +111,48 @@ class History:
     peer: str
     events: list[ChainEvent]
     times: dict[int, int]
-    parameters: Parameters
+    min_stake: int  # at deployment
+    phases: Phases
 
-    def standing_at(self, timestamp: int) -> Standing:
-        """The peer's standing just before ``timestamp``."""
-        standing = Standing(min_stake=self.parameters.min_stake)
+    def standing_at(self, timestamp: int, round_: int) -> Standing:
+        """The peer's standing just before ``timestamp`` (in round ``round_``)."""
+        standing = Standing(min_stake=self.min_stake_in(round_))
         for event in self.events:
             at = self.times.get(event.block_number)
             if at is not None and at < timestamp:
                 standing.apply(event, self.peer)
         return standing
 
+    def min_stake_in(self, round_: int) -> int:
+        """The minimum stake in force in ``round_``: the last scheduled change from it on."""
+        found = self.min_stake
+        for event in self.events:
+            if isinstance(event, ParametersScheduled) and event.from_round <= round_:
+                found = event.min_stake
+        return found
+
     def of_round(self, kind: type[ChainEvent], round_: int) -> list[ChainEvent]:
         return [e for e in self.events if isinstance(e, kind) and getattr(e, "round") == round_]
 
 
 def read_history(
-    client: CoordinatorClient, peer: str, *, start_block: int, parameters: Parameters
+    client: CoordinatorClient, peer: str, *, start_block: int, min_stake: int, phases: Phases
 ) -> History:
-    """``peer``'s events since ``start_block`` plus the swarm's parameter changes and pauses."""
+    """``peer``'s events since ``start_block`` plus the swarm's scheduled rules and pauses (and
+    the penalties and lost bonds that took from the peer's stake)."""
     reader = EventReader(client.w3, client.address)
     latest = client.block_number()
     own = reader.read(start_block, latest, events=_PEER_EVENTS, peer=peer)
-    own = [e for e in own if not isinstance(e, Attested) or e.subject == peer]
-    swarm = reader.read(start_block, latest, events=_SWARM_EVENTS)
+    own = [e for e in own if not isinstance(e, VerdictRevealed) or e.subject == peer]
+    swarm = [
+        e
+        for e in reader.read(start_block, latest, events=_SWARM_EVENTS)
+        if not isinstance(e, (AgreementPenalized, FlagResolved)) or _taken(e, peer)
+    ]
     events = sorted([*own, *swarm], key=lambda e: e.position)
-    timed = {e.block_number for e in events if not isinstance(e, (RolloutsPublished, Attested))}
-    return History(peer, events, _block_times(client, timed), parameters)
+    untimed = (RolloutsPublished, VerdictRevealed)
+    timed = {e.block_number for e in events if not isinstance(e, untimed)}
+    return History(peer, events, _block_times(client, timed), min_stake, phases)
 
 
 def _block_times(client: CoordinatorClient, blocks: Iterable[int]) -> dict[int, int]:
@@ -140,74 +168,77 @@ def _block_times(client: CoordinatorClient, blocks: Iterable[int]) -> dict[int, 
     return {number: timestamp(number) for number in blocks}
 
 
-def round_line(
-    history: History, round_: int, current: int, clock: RoundClock, parameters: Parameters
-) -> str:
+def round_line(history: History, round_: int, current: int, clock: RoundClock) -> str:
     """What happened to the peer's batch of ``round_`` (seen in round ``current``)."""
     published = history.of_round(RolloutsPublished, round_)
     if not published:
-        why = _why_not(history, round_, current, clock, parameters)
+        why = _why_not(history, round_, current, clock)
         return f"  round {round_}: not published: {why}"
     batch = published[0]
     assert isinstance(batch, RolloutsPublished)
-    attested = [e for e in history.of_round(Attested, round_) if isinstance(e, Attested)]
+    verdicts = [
+        e for e in history.of_round(VerdictRevealed, round_) if isinstance(e, VerdictRevealed)
+    ]
     parts = [
         f"  round {round_}: published {batch.groups} groups, {batch.completions} completions, "
         f"claimed reward {batch.reward_sum / 1000:.3f}",
-        _attestations(attested, round_, current, parameters),
+        _verdicts(verdicts, round_, current, history.phases),
     ]
-    dispute = _dispute(history, attested, round_, current, parameters)
+    dispute = _dispute(history, verdicts, round_, current)
     if dispute:
         parts.append(dispute)
     return "; ".join(parts)
 
 
-def _why_not(
-    history: History, round_: int, current: int, clock: RoundClock, parameters: Parameters
-) -> str:
-    refused = history.standing_at(clock.end_of(round_)).why_not()
+def _why_not(history: History, round_: int, current: int, clock: RoundClock) -> str:
+    refused = history.standing_at(clock.end_of(round_), round_).why_not()
     if refused:
         return refused
-    if current - round_ <= parameters.grace_rounds:  # still accepted, if the peer can publish now
-        refused = history.standing_at(clock.end_of(current)).why_not()
+    last = history.phases.publish_phase(round_)[-1]
+    if current <= last:  # still accepted, if the peer can publish now
+        refused = history.standing_at(clock.end_of(current), current).why_not()
         if refused:
             return refused
         if round_ == current:
             return "not yet (the round is open)"
-        return f"not yet (accepted until the end of round {round_ + parameters.grace_rounds})"
+        return f"not yet (accepted until the end of round {last})"
     return "no batch on the chain (the node was not running, or finished after the grace window)"
 
 
-def _attestations(attested: Sequence[Attested], round_: int, current: int, p: Parameters) -> str:
-    if not attested:
-        if current - round_ <= p.attestation_window_rounds:
-            return f"not attested yet (open until round {round_ + p.attestation_window_rounds})"
-        return "attested by no peer (could they fetch it? swarm doctor checks the store)"
-    flags = sum(1 for e in attested if e.is_flag)
-    verified = median_milli([e.verified_reward_sum for e in attested]) or 0
+def _verdicts(verdicts: Sequence[VerdictRevealed], round_: int, current: int, p: Phases) -> str:
+    if not verdicts:
+        commit, reveal = p.commit_phase(round_), p.reveal_phase(round_)
+        if current < commit.start:
+            return f"judging: committees commit in rounds {commit.start}-{commit[-1]}"
+        if current <= commit[-1]:
+            return f"judging: committees commit until round {commit[-1]}, reveal until {reveal[-1]}"
+        if current <= reveal[-1]:
+            return f"judging: committees reveal until round {reveal[-1]}"
+        return "no committee verdict revealed (could they fetch it? swarm doctor checks the store)"
+    flags = sum(1 for e in verdicts if e.is_flag)
+    verified = median_milli([e.verified_reward_sum for e in verdicts]) or 0
     return (
-        f"verified reward {verified / 1000:.3f} (median of {len(attested)} attesters: "
-        f"{len(attested) - flags} agreed, {flags} flagged)"
+        f"verified reward {verified / 1000:.3f} (median of {len(verdicts)} committee members: "
+        f"{len(verdicts) - flags} agreed, {flags} flagged)"
     )
 
 
 def _dispute(
-    history: History,
-    attested: Sequence[Attested],
-    round_: int,
-    current: int,
-    parameters: Parameters,
+    history: History, verdicts: Sequence[VerdictRevealed], round_: int, current: int
 ) -> str | None:
     settled = [e for e in history.of_round(DisputeSettled, round_) if isinstance(e, DisputeSettled)]
     if settled:
         event = settled[0]
         outcome = f"slashed {format_eth(event.amount)}" if event.slashed else "not slashed"
-        return f"dispute settled: {outcome} (flags {event.flags}, agreements {event.agreements})"
-    if any(e.is_flag for e in attested):
-        window_end = round_ + parameters.attestation_window_rounds
-        if current > window_end:
+        return (
+            f"dispute settled: {outcome} (flag weight {format_eth(event.flag_weight)}, "
+            f"agree weight {format_eth(event.agree_weight)})"
+        )
+    if any(e.is_flag for e in verdicts):
+        start = history.phases.settleable_from(round_)
+        if current >= start:
             return "dispute open, settleable now"
-        return f"dispute open (settleable after round {window_end})"
+        return f"dispute open (settleable from round {start})"
     return None
 
 
@@ -219,32 +250,55 @@ def status_lines(
     lines = [f"peer     {address}", f"status   {info.status.name.lower()}"]
     if info.status is PeerStatus.NONE:
         return [*lines, "         not registered: swarm register --name NAME --stake AMOUNT"]
-    lines.append(f"stake    {format_eth(info.stake)}")
+    lines.append(
+        f"stake    {format_eth(info.stake)} (locked by open flags {format_eth(info.locked_bonds)})"
+    )
+    phases = client.phases()
     if info.status is PeerStatus.EXITING:
-        deadline = format_deadline(info.withdrawable_at, client.chain_time())
-        lines.append(f"         withdrawable {deadline}")
+        round_ = phases.withdrawable_from(info.exit_round)
+        deadline = format_deadline(client.clock.start_of(round_), client.chain_time())
+        lines.append(f"         withdrawable from round {round_} ({deadline})")
     current = client.current_round()
-    lines.append(f"round    {current} (open disputes: {info.open_disputes})")
-    parameters = client.parameters()
-    history = read_history(client, address, start_block=start_block, parameters=parameters)
+    lines.append(
+        f"round    {current} (open disputes: {info.open_disputes}, open flags: {info.open_flags})"
+    )
+    history = read_history(
+        client,
+        address,
+        start_block=start_block,
+        min_stake=_deployed_min_stake(client),
+        phases=phases,
+    )
     lines.append(_totals(history))
     first = max(0, current - rounds + 1)
     lines.append(f"rounds {current}..{first}, newest first:" if rounds > 1 else "this round:")
     for round_ in range(current, first - 1, -1):
-        lines.append(round_line(history, round_, current, client.clock, parameters))
+        lines.append(round_line(history, round_, current, client.clock))
     if not any(isinstance(e, RolloutsPublished) for e in history.events):
         lines.append("  no publications yet")
     return lines
 
 
+def _deployed_min_stake(client: CoordinatorClient) -> int:
+    """The minimum stake before any scheduled change (the first rules entry's era)."""
+    return client.min_stake() if client.rules_count() <= 1 else _first_min_stake(client)
+
+
+def _first_min_stake(client: CoordinatorClient) -> int:
+    reader = EventReader(client.w3, client.address)
+    scheduled = reader.read(0, client.block_number(), events=[ParametersScheduled])
+    first = next((e for e in scheduled if isinstance(e, ParametersScheduled)), None)
+    return first.min_stake if first is not None else client.min_stake()
+
+
 def _totals(history: History) -> str:
-    attested = [e for e in history.events if isinstance(e, Attested)]
+    verdicts = [e for e in history.events if isinstance(e, VerdictRevealed)]
     by_round: dict[int, list[int]] = {}
-    for event in attested:
+    for event in verdicts:
         by_round.setdefault(event.round, []).append(event.verified_reward_sum)
     verified = sum(median_milli(values) or 0 for values in by_round.values()) / 1000
-    flags = sum(1 for e in attested if e.is_flag)
+    flags = sum(1 for e in verdicts if e.is_flag)
     return (
-        f"verified reward {verified:.3f} over {len(by_round)} attested batches "
-        f"(median of the attesters'; {len(attested)} attestations, {flags} flags)"
+        f"verified reward {verified:.3f} over {len(by_round)} judged batches "
+        f"(median of the committee members'; {len(verdicts)} verdicts, {flags} flags)"
     )

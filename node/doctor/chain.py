@@ -15,9 +15,10 @@ from node.chain.units import format_eth
 from node.doctor.base import Check, Run, ok, problem, skipped
 from node.identity import IdentityError, keystore_address, read_password, unlock_keystore
 
-#: Gas of one round, the funds rule's unit: one publishRollouts (53,997 at most, README "Gas")
-#: and one attest of up to 4 peers' batches (21,000 + 4 x 35,000, first attester of each).
-ROUND_GAS = 54_000 + 21_000 + 4 * 35_000
+#: Gas of one round, the funds rule's unit: one publishRollouts (55,000 at most), one
+#: commitVerdicts (50,000) and one revealVerdicts of up to 8 batches (30,000 per item), the
+#: protocol's gas budgets (docs/PROTOCOL.md); sealing and settling are occasional.
+ROUND_GAS = 55_000 + 50_000 + 8 * 30_000
 #: Rounds the balance must pay for at today's prices (the node's: 2 x base fee + tip).
 FUNDED_ROUNDS = 100
 #: The clock may be off by a tenth of a round, and at least this many seconds: the latest block
@@ -121,7 +122,7 @@ def check_peer(run: Run) -> Check:
     if client is None or not run.contract or address is None:
         return skipped("peer", "needs the contract and the keystore's address")
     info = client.peer_info(address)
-    minimum = client.parameters().min_stake
+    minimum = client.min_stake()
     if info.status is PeerStatus.NONE:
         return problem(
             "peer",
@@ -132,7 +133,7 @@ def check_peer(run: Run) -> Check:
         return problem(
             "peer",
             f"{address} is {info.status.name.lower()}: it left the swarm",
-            "after the unbonding period `swarm withdraw`, then a new key: swarm init --force, "
+            "once its last rounds are judged `swarm withdraw`, then a new key: swarm init --force, "
             "swarm register",
         )
     if info.stake < minimum:
@@ -153,7 +154,7 @@ def check_funds(run: Run) -> Check:
     balance, price = _chain_read(client, lambda: (w3.eth.get_balance(address), _gas_price(w3)))
     needed = FUNDED_ROUNDS * ROUND_GAS * price
     rule = (
-        f"{FUNDED_ROUNDS} rounds of {ROUND_GAS:,} gas (a publish and an attest) at "
+        f"{FUNDED_ROUNDS} rounds of {ROUND_GAS:,} gas (a publish, a commit and a reveal) at "
         f"{price / 1e9:.3g} gwei"
     )
     if balance < needed:

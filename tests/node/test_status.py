@@ -1,5 +1,5 @@
 """``swarm status``'s per-round "why" against the test Anvil, with real publications,
-attestations, disputes and settlements by dev accounts."""
+committee verdicts (sealed, committed, revealed), disputes and settlements by dev accounts."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.chain.models import Attestation
+from node.chain.models import VerdictItem
 from node.cli import main
 from node.identity import unlock_keystore
+from tests.chain.helpers import Ballot, judge, to_settle_phase
 from tests.chain_fixtures import ETHER, AnvilNode, ChainControl
 
 pytestmark = pytest.mark.integration
@@ -63,48 +64,65 @@ def peer(
     return client_for(account)
 
 
-def attest(
-    client_for: Callable[..., CoordinatorClient],
-    attesters: list[LocalAccount],
+def judges(
+    client_for: Callable[..., CoordinatorClient], accounts: list[LocalAccount]
+) -> list[CoordinatorClient]:
+    """Committee members registered with 1 ETH each; their weight counts from the next round,
+    to which the chain moves."""
+    clients = [client_for(account) for account in accounts]
+    for client in clients:
+        client.register("judge", ETHER)
+    return clients
+
+
+def vote(
+    chain: ChainControl,
+    clients: list[CoordinatorClient],
     subject: str,
     round_: int,
     verdicts: list[tuple[int, int]],
 ) -> None:
-    """Each attester registers and attests (agreed of 8 checked, verified reward) the batch."""
-    for account, (agreed, verified) in zip(attesters, verdicts, strict=True):
-        client = client_for(account)
-        client.register("attester", ETHER)
-        client.attest(
-            [Attestation(round=round_, subject=subject, digest=DIGEST, checked=8, agreed=agreed,
-                         verified_reward_sum=verified)]
-        )  # fmt: skip
+    """Each client seals (the first), commits and reveals its verdict on ``subject``'s batch:
+    agreed of 8 checked, verified reward; leaves the chain in the reveal phase."""
+    ballots = [
+        Ballot(client, round_, [VerdictItem(subject=subject, checked=8, agreed=agreed,
+                                            verified_reward_sum=verified)])
+        for client, (agreed, verified) in zip(clients, verdicts, strict=True)
+    ]  # fmt: skip
+    judge(chain, round_, ballots)
 
 
-def test_a_published_round_shows_attesters_flags_rewards_and_the_settled_dispute(
+def test_a_published_round_shows_its_judging_verdicts_rewards_and_the_settled_dispute(
     home: Path,
     chain: ChainControl,
     peer: CoordinatorClient,
     client_for: Callable[..., CoordinatorClient],
     dev_accounts: list[LocalAccount],
 ) -> None:
-    r = chain.current_round()
+    committee = judges(client_for, dev_accounts[1:4])
+    r = chain.current_round() + 1
+    chain.warp_to_round(r)
     peer.publish_rollouts(r, DIGEST, 2, 8, 4000)
-    verdicts = [(8, 1000), (8, 3000), (7, 2000)]  # two agree, one flags
-    attest(client_for, dev_accounts[1:4], peer.account_address, r, verdicts)
     lines = status(home, rounds=2)
     assert lines[r] == (
-        "published 2 groups, 8 completions, claimed reward 4.000; verified reward 2.000 "
-        f"(median of 3 attesters: 2 agreed, 1 flagged); dispute open (settleable after round "
-        f"{r + 2})"
+        "published 2 groups, 8 completions, claimed reward 4.000; "
+        f"judging: committees commit in rounds {r + 2}-{r + 3}"
     )
-    assert lines[r - 1] == "not published: not registered yet"
+    assert lines[r - 1] == f"not published: not yet (accepted until the end of round {r})"
 
-    chain.warp_to_round(r + 3)  # the attestation window (2 rounds) has closed
-    client_for(dev_accounts[3]).settle(r, peer.account_address)
-    lines = status(home, rounds=4)
-    assert lines[r].endswith("dispute settled: not slashed (flags 1, agreements 2)")
-    assert lines[r + 3] == "not published: not yet (the round is open)"
-    assert lines[r + 2] == f"not published: not yet (accepted until the end of round {r + 3})"
+    vote(chain, committee, peer.account_address, r, [(8, 1000), (8, 3000), (7, 2000)])
+    lines = status(home, rounds=5)
+    assert lines[r] == (
+        "published 2 groups, 8 completions, claimed reward 4.000; verified reward 2.000 "
+        "(median of 3 committee members: 2 agreed, 1 flagged); dispute open (settleable from "
+        f"round {r + 6})"
+    )
+    to_settle_phase(chain, committee[0], r)
+    committee[2].settle(r, peer.account_address)
+    lines = status(home, rounds=7)
+    assert lines[r].endswith("dispute settled: not slashed (flag weight 1 ETH, agree weight 2 ETH)")
+    assert lines[r + 6] == "not published: not yet (the round is open)"
+    assert lines[r + 5] == f"not published: not yet (accepted until the end of round {r + 6})"
     assert lines[r + 1].startswith("not published: no batch on the chain (the node was not")
 
 
@@ -115,22 +133,27 @@ def test_a_slashed_batch_then_a_stake_below_the_raised_minimum(
     client_for: Callable[..., CoordinatorClient],
     dev_accounts: list[LocalAccount],
 ) -> None:
-    r = chain.current_round()
+    committee = judges(client_for, dev_accounts[1:4])
+    r = chain.current_round() + 1
+    chain.warp_to_round(r)
     peer.publish_rollouts(r, DIGEST, 2, 8, 8000)
-    attest(client_for, dev_accounts[1:4], peer.account_address, r, [(2, 500), (3, 700), (8, 8000)])
-    chain.warp_to_round(r + 3)
-    client_for(dev_accounts[1]).settle(r, peer.account_address)  # half of 2 ETH slashed
-    client_for(dev_accounts[0]).set_min_stake(2 * ETHER)
-    lines = status(home, rounds=4)
-    assert "verified reward 0.700 (median of 3 attesters: 1 agreed, 2 flagged)" in lines[r]
-    assert lines[r].endswith("dispute settled: slashed 1 ETH (flags 2, agreements 1)")
-    assert lines[r + 3] == (
-        "not published: stake 1 ETH below the minimum 2 ETH (swarm add-stake)"
+    vote(chain, committee, peer.account_address, r, [(2, 500), (3, 700), (8, 8000)])
+    to_settle_phase(chain, committee[0], r)
+    committee[0].settle(r, peer.account_address)  # half of 2 ETH slashed
+    owner = client_for(dev_accounts[0])
+    owner.schedule_parameters(2 * ETHER, owner.rules_at(r))
+    start = owner.rules_by_index(owner.rules_count() - 1).from_round
+    chain.warp_to_round(start)
+    lines = status(home, rounds=start - r + 1)
+    assert "verified reward 0.700 (median of 3 committee members: 1 agreed, 2 flagged)" in lines[r]
+    assert lines[r].endswith(
+        "dispute settled: slashed 1 ETH (flag weight 2 ETH, agree weight 1 ETH)"
     )
-    assert lines[r + 1].startswith("not published: no batch on the chain")  # min was 1 ETH then
+    assert lines[start] == "not published: stake 1 ETH below the minimum 2 ETH (swarm add-stake)"
+    assert lines[start - 2].startswith("not published: no batch on the chain")  # min was 1 ETH
 
 
-def test_an_unattested_batch_a_pause_and_an_exit(
+def test_an_unjudged_batch_a_pause_and_an_exit(
     home: Path,
     chain: ChainControl,
     peer: CoordinatorClient,
@@ -145,17 +168,20 @@ def test_an_unattested_batch_a_pause_and_an_exit(
     chain.warp_to_round(r + 2)
     owner.unpause()
     lines = status(home, rounds=3)
-    assert lines[r].endswith(f"not attested yet (open until round {r + 2})")
+    assert lines[r].endswith(
+        f"judging: committees commit until round {r + 3}, reveal until {r + 5}"
+    )
     assert lines[r + 1] == "not published: the contract was paused"
     assert lines[r + 2] == "not published: not yet (the round is open)"
 
-    chain.warp_to_round(r + 4)
+    chain.warp_to_round(r + 6)
     assert swarm(home, "exit").exit_code == 0
-    result = swarm(home, "status", "--rounds", "5")
-    assert "status   exiting" in result.output and "withdrawable" in result.output
-    lines = status(home, rounds=5)
-    unattested = "attested by no peer (could they fetch it? swarm doctor checks the store)"
-    assert lines[r].endswith(unattested)
-    assert lines[r + 4] == "not published: the peer had requested its exit"
-    assert lines[r + 3] == "not published: the peer had requested its exit"  # grace: too late
-    assert lines[r + 2].startswith("not published: no batch on the chain")
+    result = swarm(home, "status", "--rounds", "7")
+    assert "status   exiting" in result.output and "withdrawable from round" in result.output
+    lines = status(home, rounds=7)
+    assert lines[r].endswith(
+        "no committee verdict revealed (could they fetch it? swarm doctor checks the store)"
+    )
+    assert lines[r + 6] == "not published: the peer had requested its exit"
+    assert lines[r + 5] == "not published: the peer had requested its exit"  # grace: too late
+    assert lines[r + 4].startswith("not published: no batch on the chain")
