@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What the v2 dispute game costs an attacker: exact probabilities under the contract's seat rule.
 
-Protocol v2 (docs/PROTOCOL.md, "Committees") seats attester a on subject s's committee of a sealed
+Protocol v2 (docs/PROTOCOL.md, "Seats") seats attester a on subject s's committee of a sealed
 round when ``keccak(beacon, s, a) < 2^256 * k * w_a / T`` (always when ``k * w_a >= T``), with vote
 weight ``max(w_a, T / k)``. The beacon is fixed after the round's publications close, from
 ``block.prevrandao``, so each seat is an independent draw with probability ``min(1, k * w_a / T)``

@@ -23,9 +23,10 @@ from typing import Any
 from eth_account import Account
 from eth_utils import abi_to_signature, keccak
 
-from node.chain import eip712
+from coordinator_indexer.derive import weighted_median_milli
+from node.chain import committee, eip712
 from node.chain.abi import abi_sha256, load_abi
-from node.chain.models import median_milli
+from node.chain.models import VerdictItem
 from node.chain.rounds import round_seed
 from node.rollouts import canonical_json, limits
 from node.rollouts.assemble import EncodedBatch, assemble_batch
@@ -182,13 +183,19 @@ def tasks_paper_vector(inputs: Inputs) -> Vector:
     return _tasks_vector(inputs, "paper", full_text=False)
 
 
+def _domain(inputs: Inputs) -> eip712.Domain:
+    return eip712.Domain(
+        inputs["chain_id"], inputs["coordinator"], bytes.fromhex(inputs["genesis_seed"][2:])
+    )
+
+
 def build_batch(inputs: Inputs) -> EncodedBatch:
     """The batch of the ``inputs`` vector's ``batch`` part, built the way a node builds its own."""
     spec = inputs["batch"]
     tasks = derive_tasks(_round_seed(inputs), inputs["peer"], PRESETS[spec["preset"]])
     return assemble_batch(
         account=Account.from_key(inputs["private_key"]),
-        domain=eip712.Domain(inputs["chain_id"], inputs["coordinator"]),
+        domain=_domain(inputs),
         round=inputs["round"],
         preset=spec["preset"],
         model=ModelInfo(name=spec["model"], adapter_digest=None),
@@ -219,7 +226,7 @@ def batch_vector(inputs: Inputs) -> Vector:
 
 def eip712_vector(inputs: Inputs) -> Vector:
     account = Account.from_key(inputs["private_key"])
-    domain = eip712.Domain(inputs["chain_id"], inputs["coordinator"])
+    domain = _domain(inputs)
     encoded = build_batch(inputs)
     publish = {
         "peer": account.address,
@@ -228,6 +235,8 @@ def eip712_vector(inputs: Inputs) -> Vector:
         "groups": encoded.groups,
         "completions": encoded.completions,
         "rewardSum": encoded.reward_sum_milli,
+        "relayer": inputs["relayer"],
+        "deadline": inputs["deadline"],
     }
     publish_hash = eip712.publish_struct_hash(
         account.address,
@@ -236,11 +245,13 @@ def eip712_vector(inputs: Inputs) -> Vector:
         encoded.groups,
         encoded.completions,
         encoded.reward_sum_milli,
+        inputs["relayer"],
+        inputs["deadline"],
     )
     body = body_hash(encoded.batch.body)
     batch_hash = eip712.rollout_batch_struct_hash(account.address, inputs["round"], body)
     return {
-        "domain": domain.as_dict(),
+        "domain": {k: _hex(v) if isinstance(v, bytes) else v for k, v in domain.as_dict().items()},
         "domain_type": eip712.DOMAIN_TYPE,
         "domain_typehash": _hex(eip712.DOMAIN_TYPEHASH),
         "domain_separator": _hex(domain.separator),
@@ -260,6 +271,35 @@ def eip712_vector(inputs: Inputs) -> Vector:
             "digest": _hex(eip712.typed_data_hash(domain, batch_hash)),
             "signature": _hex(eip712.sign_struct(account, domain, batch_hash)),
         },
+    }
+
+
+def committee_vector(inputs: Inputs) -> Vector:
+    """Seats of the ``committee`` inputs' members on the subject's committee, and one ballot."""
+    spec = inputs["committee"]
+    beacon = bytes.fromhex(spec["beacon"][2:])
+    seats = {
+        address: committee.vote_weight(
+            beacon, spec["total_weight"], spec["committee_size"], spec["subject"], address, weight
+        )
+        for address, weight in spec["members"]
+    }
+    items = [
+        VerdictItem(subject=s, checked=c, agreed=a, verified_reward_sum=v)
+        for s, c, a, v in spec["items"]
+    ]
+    salt = bytes.fromhex(spec["salt"][2:])
+    return {
+        "seat_hashes": {
+            address: hex(committee.seat_hash(beacon, spec["subject"], address))
+            for address, _ in spec["members"]
+        },
+        "vote_weights": seats,
+        "items_hash": _hex(committee.items_hash(items)),
+        "commitment": _hex(
+            committee.ballot_commitment(spec["attester"], inputs["round"], items, salt)
+        ),
+        "reveal_receipt": _hex(committee.reveal_receipt(items)),
     }
 
 
@@ -285,9 +325,9 @@ def milli_unit_pairs(pairs: list[list[Any]]) -> Vector:
     return [[reward, to_milli(reward)] for reward, _ in pairs]
 
 
-def median_pairs(pairs: list[list[Any]]) -> Vector:
-    """``[attested verifiedRewardSum values, verified reward]``."""
-    return [[values, median_milli(values)] for values, _ in pairs]
+def weighted_median_pairs(pairs: list[list[Any]]) -> Vector:
+    """``[[[value, weight], ...], verified reward]``: the stake-weighted median."""
+    return [[votes, weighted_median_milli([tuple(v) for v in votes])] for votes, _ in pairs]
 
 
 def reasons_vector(inputs: Inputs) -> Vector:
@@ -304,6 +344,7 @@ COMPUTED: dict[str, Callable[[Inputs], Vector]] = {
     "batch-bytes": batch_bytes_vector,
     "batch": batch_vector,
     "eip712": eip712_vector,
+    "committee": committee_vector,
     "reasons": reasons_vector,
 }
 
@@ -311,7 +352,7 @@ PAIRS: dict[str, Callable[[list[list[Any]]], Vector]] = {
     "cid": cid_pairs,
     "canonical-json": canonical_json_pairs,
     "milli-units": milli_unit_pairs,
-    "median": median_pairs,
+    "weighted-median": weighted_median_pairs,
 }
 
 

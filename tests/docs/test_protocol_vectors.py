@@ -50,7 +50,9 @@ def test_the_document_holds_every_vector_once() -> None:
     blocks = read_blocks(PROTOCOL_PATH.read_text(encoding="utf-8"))
     assert set(blocks) == {"inputs"} | set(COMPUTED) | set(PAIRS)
     assert blocks["batch-bytes"][0] == "text"
-    assert all(language == "json" for name, (language, _) in blocks.items() if name != "batch-bytes")
+    assert all(
+        language == "json" for name, (language, _) in blocks.items() if name != "batch-bytes"
+    )
 
 
 def test_a_repeated_vector_is_an_error() -> None:
@@ -92,7 +94,9 @@ def test_the_documented_batch_decodes_and_passes_every_check(documented: dict[st
         relayer=None,
     )
     context = RoundContext(
-        Domain(inputs["chain_id"], inputs["coordinator"]),
+        Domain(
+            inputs["chain_id"], inputs["coordinator"], bytes.fromhex(inputs["genesis_seed"][2:])
+        ),
         inputs["round"],
         bytes.fromhex(documented["round-seed"]["round_seed"][2:]),
     )
@@ -107,7 +111,9 @@ def test_documented_signatures_are_the_peer_s_in_the_contract_s_form(
     kind: str, documented: dict[str, Any]
 ) -> None:
     inputs, typed = documented["inputs"], documented["eip712"]
-    domain = Domain(inputs["chain_id"], inputs["coordinator"])
+    domain = Domain(
+        inputs["chain_id"], inputs["coordinator"], bytes.fromhex(inputs["genesis_seed"][2:])
+    )
     struct_hash = bytes.fromhex(typed[kind]["struct_hash"][2:])
     signature = bytes.fromhex(typed[kind]["signature"][2:])
     assert typed_data_hash(domain, struct_hash).hex() == typed[kind]["digest"][2:]
