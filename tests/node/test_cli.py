@@ -9,10 +9,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from node.chain.deployment import Deployment
+from node.chain.models import VerdictItem
 from node.cli import main
-from node.chain.models import Attestation
 from node.config import NodeConfig
 from node.identity import unlock_keystore
+from tests.chain.helpers import Ballot, judge
 from tests.chain_fixtures import AnvilNode, ChainControl
 
 pytestmark = pytest.mark.integration
@@ -79,16 +80,18 @@ def test_volunteer_mistakes_are_one_line_errors(home: Path, chain: ChainControl)
     assert wrong.exit_code == 1 and "wrong password" in wrong.output
 
 
-def test_exit_and_withdraw_after_unbonding(
+def test_exit_and_withdraw_once_the_last_rounds_are_judged(
     home: Path, chain: ChainControl, deployment: Deployment
 ) -> None:
     address = created_address(home, chain)
     assert swarm(home, "register", "--name", "bob", "--stake", "2").exit_code == 0
     exited = swarm(home, "exit")
-    assert exited.exit_code == 0 and "withdrawable" in exited.output
+    exit_round = chain.current_round()
+    withdrawable = deployment.phases.withdrawable_from(exit_round)
+    assert exited.exit_code == 0 and f"withdrawable from round {withdrawable}" in exited.output
     early = swarm(home, "withdraw")
-    assert early.exit_code == 1 and "unbond" in early.output.lower()
-    chain.increase_time(deployment.parameters.unbonding_period + 1)
+    assert early.exit_code == 1 and f"round {withdrawable}" in early.output
+    chain.warp_to_round(withdrawable)
     before = chain.balance(address)
     done = swarm(home, "withdraw")
     assert done.exit_code == 0 and "withdrew 2 ETH" in done.output
@@ -106,6 +109,7 @@ def test_config_example_and_check(tmp_path: Path) -> None:
     bad = runner.invoke(main, ["config", "check", str(path)])
     assert bad.exit_code == 1 and "sampling.group_size" in bad.output
     assert NodeConfig().sampling.group_size == 8
+    assert "fetch_peers = 8" in example.output  # documented in the example TOML
 
 
 def test_missing_deployment_file_says_what_to_do(home: Path, chain: ChainControl) -> None:
@@ -114,22 +118,25 @@ def test_missing_deployment_file_says_what_to_do(home: Path, chain: ChainControl
     assert result.exit_code == 1 and "swarm-deploy" in result.output
 
 
-def test_status_shows_the_median_of_what_peers_attested(
+def test_status_shows_the_median_of_the_committee_verdicts(
     home: Path, chain: ChainControl, client_for, dev_accounts
 ) -> None:
     address = created_address(home, chain)
     assert swarm(home, "register", "--name", "alice", "--stake", "2").exit_code == 0
+    judges = [client_for(account) for account in dev_accounts[1:4]]
+    for client in judges:
+        client.register("judge", 10**18)
+    round_, digest = chain.current_round() + 1, b"\x42" * 32
+    chain.warp_to_round(round_)  # the judges' stake counts from here
     account = unlock_keystore(home / "keystore.json", PASSWORD)
-    round_, digest = chain.current_round(), b"\x42" * 32
     client_for(account).publish_rollouts(round_, digest, 2, 8, 4000)
-    for attester, value in zip(dev_accounts[1:4], (1000, 3000, 2000)):
-        client = client_for(attester)
-        client.register("attester", 10**18)
-        client.attest(
-            [Attestation(round=round_, subject=address, digest=digest, checked=8, agreed=8,
-                         verified_reward_sum=value)]
-        )  # fmt: skip
+    ballots = [
+        Ballot(client, round_, [VerdictItem(subject=address, checked=8, agreed=8,
+                                            verified_reward_sum=value)])
+        for client, value in zip(judges, (1000, 3000, 2000))
+    ]  # fmt: skip
+    judge(chain, round_, ballots)
     status = swarm(home, "status")
     assert status.exit_code == 0, status.output
-    assert "verified reward 2.000 over 1 attested batches" in status.output  # not 6.000, the sum
+    assert "verified reward 2.000 over 1 judged batches" in status.output  # not 6.000, the sum
     assert "claimed reward 4.000" in status.output
