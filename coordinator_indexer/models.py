@@ -28,7 +28,8 @@ class LeaderboardEntry(BaseModel):
     name: str
     status: Literal["active", "exiting", "withdrawn"]
     verified_reward: float = Field(
-        description="Sum over the peer's batches of the median reward other peers attested."
+        description="Sum over the peer's batches of their verified reward (stake-weighted median "
+        "of the committee's revealed sums; 0 for an upheld batch)."
     )
     claimed_reward: float = Field(description="Sum of the rewards the peer itself claimed.")
     rounds: int = Field(description="Rounds in which the peer published a batch.")
@@ -201,10 +202,10 @@ class Stats(BaseModel):
     latest_round: int | None = Field(description="Highest round with a batch.")
     current_round: int | None = Field(description="The chain's round at the indexed block.")
     batches: int
-    attested_batches: int = Field(description="Batches at least one other peer attested.")
+    attested_batches: int = Field(description="Batches at least one committee vote counted on.")
     verified_batches: int = Field(description=f"Batches that are verified: {VERIFIED}.")
     verified_share: float = Field(description="verified_batches / batches (0 when none).")
-    attestations: int
+    attestations: int = Field(description="Committee votes that counted (VerdictRevealed).")
     claimed_reward: float
     verified_reward: float
     indexed_block: int | None

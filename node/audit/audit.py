@@ -229,17 +229,23 @@ def _batch_audit(
 def _chain_disagreements(own: OwnCheck, committee: Committee) -> list[str]:
     if own.decision == "flag" and committee.decision == "agree":
         return [
-            f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
-            f"wrong{', ' + own.reason if own.reason else ''}), the committee accepted it "
-            f"(outcome {committee.outcome})"
+            (
+                f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
+                f"wrong{', ' + own.reason if own.reason else ''}), the committee accepted it "
+                f"(outcome {committee.outcome})"
+            )
         ]
     if own.decision == "flag" and committee.decision == "none":
         return [
-            f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
-            "wrong), but no committee vote counted: it went unjudged"
+            (
+                f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
+                "wrong), but no committee vote counted: it went unjudged"
+            )
         ]
     if own.decision == "agree" and committee.decision == "flag":
-        return [f"own check finds every reward right, the committee's flags won ({committee.outcome})"]
+        return [
+            f"own check finds every reward right, the committee's flags won ({committee.outcome})"
+        ]
     return []
 
 
@@ -283,7 +289,9 @@ def _leaderboard(settings: AuditSettings, round: int) -> dict[str, dict[str, Any
     try:
         response = requests.get(url, timeout=settings.http_timeout)
     except requests.RequestException as exc:
-        raise AuditError(f"the leaderboard at {settings.indexer_url} is unreachable: {exc}") from None
+        raise AuditError(
+            f"the leaderboard at {settings.indexer_url} is unreachable: {exc}"
+        ) from None
     if response.status_code == 404:
         return {}
     if response.status_code != 200:

@@ -50,8 +50,8 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
     agreement or DISAGREEMENT) ending with the SHA-256 of its canonical JSON.
     Exit status: 0 all agree, 1 a disagreement, 2 the audit could not be done.
     """
-    from node.chain.deployment import Deployment  # noqa: PLC0415 - light imports first
-    from node.chain.client import CoordinatorClient  # noqa: PLC0415
+    from node.chain.client import CoordinatorClient
+    from node.chain.deployment import Deployment
 
     try:
         config = _load(ctx)

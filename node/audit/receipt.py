@@ -113,8 +113,10 @@ class RoundAudit:
     def lines(self) -> list[str]:
         """The receipt for people: one block per batch, then the verdict and the hash."""
         out = [
-            f"audit of round {self.round} on chain {self.chain_id}, coordinator "
-            f"{self.coordinator}, at block {self.block}: {len(self.batches)} batch(es)"
+            (
+                f"audit of round {self.round} on chain {self.chain_id}, coordinator "
+                f"{self.coordinator}, at block {self.block}: {len(self.batches)} batch(es)"
+            )
         ]
         for batch in self.batches:
             out.extend(_batch_lines(batch))
@@ -144,12 +146,17 @@ def _batch_lines(batch: BatchAudit) -> list[str]:
         f"{own.verified_reward_milli / 1000:.3f})"
         + (f" [{own.reason}: {own.detail}]" if own.reason else "")
     )
-    state = committee.outcome + ("" if committee.settled or not committee.flaggers else " (unsettled)")
+    state = committee.outcome + (
+        "" if committee.settled or not committee.flaggers else " (unsettled)"
+    )
     lines = [
         f"batch {batch.subject} digest {batch.digest}",
         f"  own check   {own_text}",
-        f"  committee   {committee.decision}: agree {committee.agreers} ({_eth(committee.agree_weight)}), "
-        f"flag {committee.flaggers} ({_eth(committee.flag_weight)}); outcome {state}",
+        (
+            f"  committee   {committee.decision}: agree {committee.agreers} "
+            f"({_eth(committee.agree_weight)}), flag {committee.flaggers} "
+            f"({_eth(committee.flag_weight)}); outcome {state}"
+        ),
     ]
     for vote in committee.votes:
         kind = "flag " if vote.is_flag else "agree"

@@ -96,7 +96,10 @@ def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
 def _inflated(batch, account: LocalAccount, client: CoordinatorClient) -> tuple[bytes, int]:
     groups = list(batch.body.groups)
     first = groups[0]
-    groups[0] = Group(task=first.task, completions=[Completion(text=c.text, reward=1.0) for c in first.completions])
+    groups[0] = Group(
+        task=first.task,
+        completions=[Completion(text=c.text, reward=1.0) for c in first.completions],
+    )
     body = batch.body.model_copy(update={"groups": groups})
     signed = sign_batch(body, account, client.domain)
     return encode_batch(signed), signed.body.reward_sum_milli

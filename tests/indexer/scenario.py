@@ -86,7 +86,14 @@ EXPECTED_VERIFIED = {
     "erin": 0,
     "frank": 0,
 }
-EXPECTED_CLAIMED = {"alice": 11000, "bob": 8500, "carol": 17000, "dave": 6500, "erin": 0, "frank": 0}
+EXPECTED_CLAIMED = {
+    "alice": 11000,
+    "bob": 8500,
+    "carol": 17000,
+    "dave": 6500,
+    "erin": 0,
+    "frank": 0,
+}
 EXPECTED_STAKE_WEI = {
     "alice": 2 * ETHER,
     "bob": 3 * ETHER,
@@ -177,7 +184,10 @@ def commit_all(swarm: Swarm) -> None:
         for attester in _voters(offset):
             salt = swarm.salts.setdefault((attester, offset), new_salt())
             commitment = ballot_commitment(
-                swarm.address(attester), swarm.round + offset, items_of(swarm, attester, offset), salt
+                swarm.address(attester),
+                swarm.round + offset,
+                items_of(swarm, attester, offset),
+                salt,
             )
             swarm.clients[attester].commit_verdicts(swarm.round + offset, commitment)
 

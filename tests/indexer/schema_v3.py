@@ -199,4 +199,3 @@ rounds = Table(
     Column("disputes", Integer, nullable=False),
     Column("slashes", Integer, nullable=False),
 )
-

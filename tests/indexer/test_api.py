@@ -85,11 +85,15 @@ def test_leaderboard_shows_committee_duty(served) -> None:
     service, swarm = served
     entries = get(service, "/api/leaderboard").json()["entries"]
     duty = {e["name"]: (e["duty_seats"], e["duty_done"], e["duty_missed"]) for e in entries}
-    assert duty == {name: (seats, done, seats - done) for name, (seats, done) in EXPECTED_DUTY.items()}
+    assert duty == {
+        name: (seats, done, seats - done) for name, (seats, done) in EXPECTED_DUTY.items()
+    }
     worst = get(service, "/api/leaderboard", sort="duty_missed").json()["entries"]
     assert [e["name"] for e in worst[:2]] == ["erin", "frank"]
     erin = get(service, f"/api/peers/{swarm.address('erin')}").json()
-    assert [(d["round"], d["seats"], d["done"], d["missed"], d["closed"]) for d in erin["duties"]] == [
+    assert [
+        (d["round"], d["seats"], d["done"], d["missed"], d["closed"]) for d in erin["duties"]
+    ] == [
         (swarm.round, 4, 0, 4, True),
         (swarm.round + 1, 4, 0, 4, True),
     ]
@@ -258,9 +262,15 @@ def test_rounds_and_one_round(served) -> None:
     assert (alice["outcome"], alice["verified_reward"], alice["flags"]) == ("rejected", 5.0, 1)
     assert len(alice["votes"]) == 4
     frank_vote = next(v for v in alice["votes"] if v["attester"] == swarm.address("frank"))
-    assert frank_vote["is_flag"] and frank_vote["counted"] and frank_vote["weight_wei"] == str(ETHER)
+    assert (
+        frank_vote["is_flag"] and frank_vote["counted"] and frank_vote["weight_wei"] == str(ETHER)
+    )
     duties = {swarm.names_by_address()[d["peer"]]: d for d in one["duties"]}
-    assert (duties["frank"]["seats"], duties["frank"]["done"], duties["frank"]["missed"]) == (4, 1, 3)
+    assert (duties["frank"]["seats"], duties["frank"]["done"], duties["frank"]["missed"]) == (
+        4,
+        1,
+        3,
+    )
     missing = get(service, f"/api/rounds/{swarm.round + 50}")
     assert missing.status_code == 404 and "no batches" in missing.json()["detail"]
     assert get(service, "/api/rounds/-1").status_code == 422

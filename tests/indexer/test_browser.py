@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.indexer.scenario import EXPECTED_DUTY, EXPECTED_VERIFIED, ETHER, play
+from tests.indexer.scenario import ETHER, EXPECTED_DUTY, EXPECTED_VERIFIED, play
 from tests.indexer.test_api import caught_up, start_service
 from tests.waiting import wait_for
 

@@ -12,11 +12,11 @@ from coordinator_indexer.ingest import Indexer, IngestSettings
 from node.chain.deployment import Deployment
 from tests.chain_fixtures import TEST_RETRY
 from tests.indexer.scenario import (
+    ETHER,
     EXPECTED_CLAIMED,
     EXPECTED_DUTY,
     EXPECTED_STAKE_WEI,
     EXPECTED_VERIFIED,
-    ETHER,
     play,
 )
 
@@ -63,9 +63,7 @@ def test_batches_votes_settlements_and_duty(chain, client_for, dev_accounts, mak
     r, names = swarm.round, swarm.names_by_address()
     p, d = schema.publications, schema.settlements
     with indexer.store.engine.connect() as conn:
-        batches = {
-            names[row.peer]: row for row in conn.execute(select(p).where(p.c.round == r))
-        }
+        batches = {names[row.peer]: row for row in conn.execute(select(p).where(p.c.round == r))}
         rounds = {row.round: row for row in conn.execute(select(schema.rounds))}
         settlements = {names[row.subject]: row for row in conn.execute(select(d))}
         duties = conn.execute(select(schema.duties)).all()

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from coordinator_indexer import derive, store as store_module
+from coordinator_indexer import derive
+from coordinator_indexer import store as store_module
 from tests.indexer.scenario import play
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
