@@ -4,8 +4,6 @@ started, see postgres.py) and indexers on the session's test chain."""
 from __future__ import annotations
 
 import itertools
-import json
-import os
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -14,8 +12,7 @@ from web3 import Web3
 from coordinator_indexer.ingest import Indexer, IngestSettings
 from coordinator_indexer.store import Store
 from node.chain.deployment import Deployment
-from node.local.anvil import AnvilNode
-from tests.chain_fixtures import ARTIFACTS_DIR, TEST_RETRY, start_anvil
+from tests.chain_fixtures import TEST_RETRY
 
 
 @pytest.fixture
@@ -62,18 +59,3 @@ def make_indexer(
     return make
 
 
-@pytest.fixture(scope="session")
-def anvil(contract_artifact) -> Iterator[AnvilNode]:
-    """The session's Anvil, without the 24 KiB code size limit while the v2 contract's runtime
-    code is over it (the contract work in progress; tests/chain_fixtures.py's Anvil otherwise)."""
-    size = len(artifact_bytecode_runtime(contract_artifact))
-    extra = ("--disable-code-size-limit",) if size > 24_576 else ()
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    node = start_anvil(ARTIFACTS_DIR / f"anvil-indexer-{worker}.log", extra_args=extra)
-    yield node
-    node.stop()
-
-
-def artifact_bytecode_runtime(path) -> bytes:
-    data = json.loads(path.read_text())
-    return bytes.fromhex(data["deployedBytecode"]["object"].removeprefix("0x"))
