@@ -187,7 +187,9 @@ def test_stake_below_a_raised_minimum(
     dev_accounts: list[LocalAccount],
 ) -> None:  # fmt: skip
     registered_peer(home, chain, stake="1")
-    client_for(dev_accounts[0]).set_min_stake(3 * ETHER)
+    owner = client_for(dev_accounts[0])
+    owner.schedule_parameters(3 * ETHER, owner.rules_at(chain.current_round()))
+    chain.warp_to_round(owner.rules_by_index(owner.rules_count() - 1).from_round)
     result = doctor(home)
     assert result.exit_code == 1, result.output
     line = line_of(result, "peer")
