@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from node.chain.client import CoordinatorClient
-from node.chain.events import Attested, DisputeSettled, EventReader, RolloutsPublished
+from node.chain.events import DisputeSettled, EventReader, RolloutsPublished, VerdictRevealed
 from node.config import with_overrides
 from node.local.kubo import KuboDaemon, start_kubo
 from node.local.processes import NodeProcess, prepare_model_cache
@@ -157,8 +157,9 @@ class OpenSwarm:
     def published(self) -> list[RolloutsPublished]:
         return self._events(RolloutsPublished)
 
-    def attested(self) -> list[Attested]:
-        return self._events(Attested)
+    def attested(self) -> list[VerdictRevealed]:
+        """The committee verdicts revealed so far (each counted on its subject's batch)."""
+        return self._events(VerdictRevealed)
 
     def settled(self) -> list[DisputeSettled]:
         return self._events(DisputeSettled)

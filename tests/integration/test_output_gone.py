@@ -13,6 +13,7 @@ from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
 from tests.chain_fixtures import ChainControl
+from tests.integration.swarm import published_digest
 from tests.integration.test_swarm_run import PASSWORD, volunteer  # noqa: F401 - a fixture
 from tests.waiting import wait_for
 
@@ -101,7 +102,7 @@ def test_swarm_run_whose_output_goes_away_finishes_its_rounds(
         node.stdout.close()  # the reader is gone before the node's first round
         for current in (round_, round_ + 1):
             wait_for(
-                lambda r=current: client.publication(r, account.address) is not None,
+                lambda r=current: published_digest(client, r, account.address) is not None,
                 timeout=120,
                 what=f"round {current} published",
             )

@@ -20,7 +20,7 @@ from node.chain.deployment import Deployment
 from node.chain.events import EventReader, RolloutsPublished
 from node.identity import create_keystore, unlock_keystore
 from tests.chain_fixtures import AnvilNode, ChainControl
-from tests.integration.swarm import ETHER
+from tests.integration.swarm import ETHER, published_digest
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -137,7 +137,7 @@ def test_a_killed_node_restarts_without_publishing_twice_and_stops_cleanly_on_ct
     first = NodeProcess(config, tmp_path / "cache")
     try:
         wait_for(
-            lambda: client.publication(round_, account.address) is not None,
+            lambda: published_digest(client, round_, account.address) is not None,
             timeout=120,
             what="the first process to publish",
         )
