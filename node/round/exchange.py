@@ -1,4 +1,4 @@
-"""How a node talks to the swarm: publish its batch, read peers' commitments, fetch, attest, settle.
+"""How a node talks to the swarm: publish, read peers' commitments, fetch, judge, settle.
 
 :class:`Exchange` is everything :class:`~node.round.node.SwarmNode` asks of the world outside its
 own model and state folder. Two implementations:
@@ -10,7 +10,8 @@ own model and state folder. Two implementations:
   chain. The experiment's fast path.
 
 Both keep the rules a node relies on: a peer publishes a round once, within the grace window; a
-commitment carries the batch's digest and counts; bytes are fetched from a content store that is
+commitment carries the batch's digest and counts; a round is sealed, committed on and revealed in
+its phases, by the committee the seal's beacon draws; bytes are fetched from a content store that is
 never trusted (every blob is re-hashed). On a chain, stores find each other through it: a node
 announces its store's endpoint when it joins and connects to the announced endpoints of the peers
 whose batches it is about to fetch (``reach``; docs/PROTOCOL.md, "Store endpoints").
@@ -134,7 +135,7 @@ class Exchange(ABC):
 
     @abstractmethod
     def seal_round(self, round: int) -> None:
-        """Fixes ``round``'s committee beacon (raises the contract's AlreadySealed or WrongPhase)."""
+        """Fixes ``round``'s committee beacon (AlreadySealed, WrongPhase otherwise)."""
 
     @abstractmethod
     def seal(self, round: int) -> SealInfo | None:

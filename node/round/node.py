@@ -183,7 +183,7 @@ class SwarmNode(Producer):
         return ballot
 
     def _sealed(self, round: int, report: RoundReport) -> SealInfo | None:
-        """``round``'s seal, sealing it first when nobody has (another node sealing first is fine)."""
+        """``round``'s seal, sealing it first when nobody has (another node first is fine)."""
         with report.timings.measure("chain"):
             seal = self.exchange.seal(round)
             if seal is not None:
