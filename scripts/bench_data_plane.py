@@ -36,7 +36,11 @@ from node.storage import LocalStore
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 
 PEER = Account.from_key("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d")
-DOMAIN = Domain(chain_id=31337, verifying_contract="0x5FbDB2315678afecb367f032d93F642f64180aa3")
+DOMAIN = Domain(
+    chain_id=31337,
+    verifying_contract="0x5FbDB2315678afecb367f032d93F642f64180aa3",
+    salt=bytes(32),  # any deployment's genesis seed
+)
 ROUND = 42
 GROUPS, GROUP_SIZE, CHARS = 8, 8, 1200
 WORDS = "first add the tens then the ones so the total is carry one and check again".split()

@@ -34,7 +34,6 @@ from node.rollouts.schema import (
     TaskSource,
 )
 from node.rollouts.signing import (
-    batch_domain,
     body_hash,
     recover_batch_signer,
     sign_batch,
@@ -54,7 +53,6 @@ __all__ = [
     "TaskRecord",
     "TaskSource",
     "batch_digest",
-    "batch_domain",
     "body_hash",
     "canonical_json",
     "decode_batch",

@@ -35,11 +35,6 @@ def body_hash(body: BatchBody) -> bytes:
     return hashlib.sha256(canonical_json(body)).digest()
 
 
-def batch_domain(body: BatchBody) -> Domain:
-    """The EIP-712 domain a body claims: its chain id and coordinator."""
-    return Domain(chain_id=body.chain_id, verifying_contract=body.coordinator)
-
-
 def sign_batch(body: BatchBody, account: LocalAccount, domain: Domain) -> SignedBatch:
     """The signed batch of ``body`` by ``account`` (which must be ``body.peer``) in ``domain``.
 

@@ -20,7 +20,8 @@ from node.rollouts import (
 PEER = Account.from_key("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d")
 OTHER = Account.from_key("0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a")
 COORDINATOR = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
-DOMAIN = Domain(chain_id=31337, verifying_contract=COORDINATOR)
+#: A deployment's domain: chain, coordinator and the genesis seed as salt (any 32 bytes here).
+DOMAIN = Domain(chain_id=31337, verifying_contract=COORDINATOR, salt=bytes(range(32)))
 
 
 def make_body(

@@ -18,7 +18,6 @@ from node.rollouts import (
     BatchRejected,
     RejectReason,
     SignedBatch,
-    batch_domain,
     body_hash,
     canonical_json,
     decode_batch,
@@ -49,7 +48,6 @@ def test_sign_and_recover() -> None:
     batch = make_batch()
     assert recover_batch_signer(batch, DOMAIN) == PEER.address
     verify_batch_signature(batch, DOMAIN)
-    assert batch_domain(batch.body) == DOMAIN
     # The signature survives the trip through bytes.
     verify_batch_signature(decode_batch(encode_batch(batch, compress=True)), DOMAIN)
 
@@ -70,6 +68,7 @@ def test_signature_is_the_eip712_rolloutbatch_signature() -> None:
                     {"name": "version", "type": "string"},
                     {"name": "chainId", "type": "uint256"},
                     {"name": "verifyingContract", "type": "address"},
+                    {"name": "salt", "type": "bytes32"},
                 ],
                 "RolloutBatch": [
                     {"name": "peer", "type": "address"},
@@ -102,25 +101,31 @@ def test_signature_of_another_body_is_caught() -> None:
 
 
 def test_signature_for_another_domain_is_caught() -> None:
-    other_domain = Domain(chain_id=1, verifying_contract=COORDINATOR)
     body = make_body()
-    signature = sign_rollout_batch(PEER, other_domain, round=body.round, body_hash=body_hash(body))
-    rejected(with_signature(make_batch(), signature), RejectReason.BAD_SIGNATURE)
+    for other_domain in (
+        Domain(chain_id=1, verifying_contract=COORDINATOR, salt=DOMAIN.salt),
+        # the same chain and address after a reset: only the genesis seed (salt) differs
+        Domain(chain_id=31337, verifying_contract=COORDINATOR, salt=bytes(32)),
+    ):
+        signature = sign_rollout_batch(
+            PEER, other_domain, round=body.round, body_hash=body_hash(body)
+        )
+        rejected(with_signature(make_batch(), signature), RejectReason.BAD_SIGNATURE)
 
 
 def test_wrong_chain_and_coordinator() -> None:
     batch = make_batch()
-    rejected(batch, RejectReason.WRONG_CHAIN, Domain(1, COORDINATOR))
-    rejected(batch, RejectReason.WRONG_COORDINATOR, Domain(31337, DEPLOYER.address))
+    rejected(batch, RejectReason.WRONG_CHAIN, Domain(1, COORDINATOR, DOMAIN.salt))
+    rejected(batch, RejectReason.WRONG_COORDINATOR, Domain(31337, DEPLOYER.address, DOMAIN.salt))
 
 
 def test_sign_refuses_mismatches() -> None:
     with pytest.raises(ValueError, match="cannot sign for peer"):
         sign_batch(make_body(), OTHER, DOMAIN)
     with pytest.raises(ValueError, match="chain"):
-        sign_batch(make_body(), PEER, Domain(1, COORDINATOR))
+        sign_batch(make_body(), PEER, Domain(1, COORDINATOR, DOMAIN.salt))
     with pytest.raises(ValueError, match="coordinator"):
-        sign_batch(make_body(), PEER, Domain(31337, DEPLOYER.address))
+        sign_batch(make_body(), PEER, Domain(31337, DEPLOYER.address, DOMAIN.salt))
 
 
 def split(signature: str) -> tuple[int, int, int]:
