@@ -227,6 +227,21 @@ def withdraw(ctx: click.Context) -> None:
         _done(f"withdrew {format_eth(stake)}", client.withdraw())
 
 
+@main.command()
+@click.pass_context
+def claim(ctx: click.Context) -> None:
+    """Send this peer its claimable balance: shares of slashes its flags won, settlement tips,
+    the bonds of flags against it that lost, and agreement-report shares."""
+    config = _config(ctx)
+    client = _client(config, _account(config))
+    with _user_errors():
+        amount = client.claimable(client.account_address or "")
+        if amount == 0:
+            click.echo("nothing to claim")
+            return
+        _done(f"claimed {format_eth(amount)}", client.claim())
+
+
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")

@@ -13,7 +13,7 @@ from node.chain.models import VerdictItem
 from node.cli import main
 from node.config import NodeConfig
 from node.identity import unlock_keystore
-from tests.chain.helpers import Ballot, judge
+from tests.chain.helpers import Ballot, judge, to_settle_phase
 from tests.chain_fixtures import AnvilNode, ChainControl
 
 pytestmark = pytest.mark.integration
@@ -140,3 +140,31 @@ def test_status_shows_the_median_of_the_committee_verdicts(
     assert status.exit_code == 0, status.output
     assert "verified reward 2.000 over 1 judged batches" in status.output  # not 6.000, the sum
     assert "claimed reward 4.000" in status.output
+
+
+def test_claim_pays_the_share_of_a_slash_a_flag_won(
+    home: Path, chain: ChainControl, client_for, dev_accounts
+) -> None:
+    address = created_address(home, chain)
+    assert swarm(home, "register", "--name", "carol", "--stake", "2").exit_code == 0
+    nothing = swarm(home, "claim")
+    assert nothing.exit_code == 0 and "nothing to claim" in nothing.output
+    cheater, other = client_for(dev_accounts[1]), client_for(dev_accounts[2])
+    cheater.register("cheater", 10**18)
+    other.register("judge", 10**18)
+    round_ = chain.current_round() + 1
+    chain.warp_to_round(round_)  # every stake counts from here
+    cheater.publish_rollouts(round_, b"\x24" * 32, 2, 8, 8000)
+    me = client_for(unlock_keystore(home / "keystore.json", PASSWORD))
+    flag = VerdictItem(subject=cheater.account_address, checked=8, agreed=5, verified_reward_sum=10)
+    judge(chain, round_, [Ballot(me, round_, [flag]), Ballot(other, round_, [flag])])
+    to_settle_phase(chain, me, round_)
+    other.settle(round_, cheater.account_address)
+    me.resolve_flag(round_, cheater.account_address, address)
+    owed = me.claimable(address)
+    assert owed > 0
+    before = chain.balance(address)
+    paid = swarm(home, "claim")
+    assert paid.exit_code == 0 and "claimed" in paid.output, paid.output
+    assert me.claimable(address) == 0
+    assert chain.balance(address) > before + owed - 10**15  # the share, minus the fee
