@@ -34,31 +34,11 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, s
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
 from node.chain.committee import vote_weight
+from node.chain.models import weighted_median_milli
 
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
-
-
-def weighted_median_milli(votes: Sequence[tuple[int, int]]) -> int | None:
-    """The stake-weighted median of ``(value, weight)`` pairs (None for none, or no weight).
-
-    The smallest value at which the cumulative weight reaches half the total; when it reaches
-    exactly half, the mean of that value and the next one, floored (with equal weights this is
-    the plain median: an even count averages the middle two). Votes holding less than half the
-    weight cannot move it."""
-    ordered = sorted((value, weight) for value, weight in votes if weight > 0)
-    total = sum(weight for _, weight in ordered)
-    if not ordered:
-        return None
-    cumulative = 0
-    for index, (value, weight) in enumerate(ordered):
-        cumulative += weight
-        if 2 * cumulative > total:
-            return value
-        if 2 * cumulative == total:
-            return (value + ordered[index + 1][0]) // 2
-    raise AssertionError("unreachable: the weights add up to the total")
 
 
 def batch_is_verified(

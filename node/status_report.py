@@ -7,8 +7,8 @@ could publish (scheduled minimum stakes, pauses). For each of the last N rounds,
 
 - published: the batch's size and claimed reward; where its judging stands (committees commit
   during rounds r+g+1..r+g+c and reveal until r+J); how many committee members agreed and how many
-  flagged; the verified reward (the median of their sums, as the indexer computes it) beside the
-  claimed one; whether a dispute was settled, and whether it slashed;
+  flagged; the verified reward (the stake-weighted median of their sums, as the indexer computes
+  it) beside the claimed one; whether a dispute was settled, and whether it slashed;
 - not published, and why when the chain tells: not registered yet, exiting, stake below the
   minimum, the contract paused, the round still open (or in its grace window), else no batch on
   the chain (the node was not running, or finished after the grace window).
@@ -36,7 +36,7 @@ from node.chain.events import (
     VerdictRevealed,
     Withdrawn,
 )
-from node.chain.models import PeerStatus, Phases, median_milli
+from node.chain.models import PeerStatus, Phases, weighted_median_milli
 from node.chain.rounds import RoundClock
 from node.chain.rpc import call_with_retry, endpoint_of
 from node.chain.units import format_deadline, format_eth
@@ -182,7 +182,7 @@ def round_line(history: History, round_: int, current: int, clock: RoundClock) -
     parts = [
         f"  round {round_}: published {batch.groups} groups, {batch.completions} completions, "
         f"claimed reward {batch.reward_sum / 1000:.3f}",
-        _verdicts(verdicts, round_, current, history.phases),
+        _verdicts(verdicts, round_, current, history.phases, upheld=_upheld(history, round_)),
     ]
     dispute = _dispute(history, verdicts, round_, current)
     if dispute:
@@ -205,7 +205,14 @@ def _why_not(history: History, round_: int, current: int, clock: RoundClock) -> 
     return "no batch on the chain (the node was not running, or finished after the grace window)"
 
 
-def _verdicts(verdicts: Sequence[VerdictRevealed], round_: int, current: int, p: Phases) -> str:
+def _upheld(history: History, round_: int) -> bool:
+    settled = history.of_round(DisputeSettled, round_)
+    return any(isinstance(e, DisputeSettled) and e.slashed for e in settled)
+
+
+def _verdicts(
+    verdicts: Sequence[VerdictRevealed], round_: int, current: int, p: Phases, *, upheld: bool
+) -> str:
     if not verdicts:
         commit, reveal = p.commit_phase(round_), p.reveal_phase(round_)
         if current < commit.start:
@@ -216,10 +223,10 @@ def _verdicts(verdicts: Sequence[VerdictRevealed], round_: int, current: int, p:
             return f"judging: committees reveal until round {reveal[-1]}"
         return "no committee verdict revealed (could they fetch it? swarm doctor checks the store)"
     flags = sum(1 for e in verdicts if e.is_flag)
-    verified = median_milli([e.verified_reward_sum for e in verdicts]) or 0
+    verified = 0 if upheld else _verified(verdicts)  # an upheld batch verifies nothing
     return (
-        f"verified reward {verified / 1000:.3f} (median of {len(verdicts)} committee members: "
-        f"{len(verdicts) - flags} agreed, {flags} flagged)"
+        f"verified reward {verified / 1000:.3f} (weighted median of {len(verdicts)} committee "
+        f"members: {len(verdicts) - flags} agreed, {flags} flagged)"
     )
 
 
@@ -293,12 +300,20 @@ def _first_min_stake(client: CoordinatorClient) -> int:
 
 def _totals(history: History) -> str:
     verdicts = [e for e in history.events if isinstance(e, VerdictRevealed)]
-    by_round: dict[int, list[int]] = {}
+    slashed = {e.round for e in history.events if isinstance(e, DisputeSettled) and e.slashed}
+    by_round: dict[int, list[VerdictRevealed]] = {}
     for event in verdicts:
-        by_round.setdefault(event.round, []).append(event.verified_reward_sum)
-    verified = sum(median_milli(values) or 0 for values in by_round.values()) / 1000
+        by_round.setdefault(event.round, []).append(event)
+    verified = sum(
+        0 if round_ in slashed else _verified(events) for round_, events in by_round.items()
+    )
     flags = sum(1 for e in verdicts if e.is_flag)
     return (
-        f"verified reward {verified:.3f} over {len(by_round)} judged batches "
-        f"(median of the committee members'; {len(verdicts)} verdicts, {flags} flags)"
+        f"verified reward {verified / 1000:.3f} over {len(by_round)} judged batches "
+        f"(weighted median of the committee members'; {len(verdicts)} verdicts, {flags} flags)"
     )
+
+
+def _verified(verdicts: Sequence[VerdictRevealed]) -> int:
+    """The batch's verified reward as the leaderboard computes it (before any settlement)."""
+    return weighted_median_milli([(e.verified_reward_sum, e.weight) for e in verdicts]) or 0

@@ -344,17 +344,27 @@ class VerdictItem(FrozenModel):
         return (self.subject, self.checked, self.agreed, self.verified_reward_sum)
 
 
-def median_milli(values: Sequence[int]) -> int | None:
-    """A batch's verified reward from its attesters' ``verifiedRewardSum`` values: the median
-    (None for none; even counts average the middle two, floored). One attester lying high or low
-    cannot move the median of three. Shared by ``swarm status`` and the indexer."""
-    if not values:
+def weighted_median_milli(votes: Sequence[tuple[int, int]]) -> int | None:
+    """A batch's verified reward: the stake-weighted median of its committee's ``(value, weight)``
+    votes (``verifiedRewardSum`` and vote weight; None for none, or no weight).
+
+    The smallest value at which the cumulative weight passes half the total; when it reaches
+    exactly half, the mean of that value and the next one, floored (with equal weights this is
+    the plain median: an even count averages the middle two). Votes holding less than half the
+    weight cannot move it. Shared by ``swarm status`` and the indexer (docs/PROTOCOL.md,
+    "Verified reward")."""
+    ordered = sorted((value, weight) for value, weight in votes if weight > 0)
+    total = sum(weight for _, weight in ordered)
+    if not ordered:
         return None
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) // 2
+    cumulative = 0
+    for index, (value, weight) in enumerate(ordered):
+        cumulative += weight
+        if 2 * cumulative > total:
+            return value
+        if 2 * cumulative == total:
+            return (value + ordered[index + 1][0]) // 2
+    raise AssertionError("unreachable: the weights add up to the total")
 
 
 class TxReceipt(FrozenModel):

@@ -23,10 +23,9 @@ from typing import Any
 from eth_account import Account
 from eth_utils import abi_to_signature, keccak
 
-from coordinator_indexer.derive import weighted_median_milli
 from node.chain import committee, eip712
 from node.chain.abi import abi_sha256, load_abi
-from node.chain.models import VerdictItem
+from node.chain.models import VerdictItem, weighted_median_milli
 from node.chain.rounds import round_seed
 from node.rollouts import canonical_json, limits
 from node.rollouts.assemble import EncodedBatch, assemble_batch

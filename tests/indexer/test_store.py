@@ -10,10 +10,10 @@ import requests
 from sqlalchemy import inspect, select, text
 
 from coordinator_indexer import schema
-from coordinator_indexer.derive import weighted_median_milli
 from coordinator_indexer.errors import ConfigError, IndexerError
 from coordinator_indexer.migrations import LATEST_VERSION, current_version, migrate
 from coordinator_indexer.store import Store, create_db_engine
+from node.chain.models import weighted_median_milli
 from tests.indexer import schema_v3
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.indexer.scenario import play

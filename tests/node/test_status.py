@@ -114,7 +114,7 @@ def test_a_published_round_shows_its_judging_verdicts_rewards_and_the_settled_di
     lines = status(home, rounds=5)
     assert lines[r] == (
         "published 2 groups, 8 completions, claimed reward 4.000; verified reward 2.000 "
-        "(median of 3 committee members: 2 agreed, 1 flagged); dispute open (settleable from "
+        "(weighted median of 3 committee members: 2 agreed, 1 flagged); dispute open (settleable from "
         f"round {r + 6})"
     )
     to_settle_phase(chain, committee[0], r)
@@ -145,7 +145,11 @@ def test_a_slashed_batch_then_a_stake_below_the_raised_minimum(
     start = owner.rules_by_index(owner.rules_count() - 1).from_round
     chain.warp_to_round(start)
     lines = status(home, rounds=start - r + 1)
-    assert "verified reward 0.700 (median of 3 committee members: 1 agreed, 2 flagged)" in lines[r]
+    # upheld: the batch verifies nothing, as on the leaderboard (the committee's median was 0.700)
+    assert (
+        "verified reward 0.000 (weighted median of 3 committee members: 1 agreed, 2 flagged)"
+        in (lines[r])
+    )
     assert lines[r].endswith(
         "dispute settled: slashed 1 ETH (flag weight 2 ETH, agree weight 1 ETH)"
     )
