@@ -1,22 +1,28 @@
 #!/usr/bin/env python
-"""Benchmark of the coordinator indexer on a generated swarm (real transactions on Anvil).
+"""Benchmark of the coordinator indexer on a generated v2 swarm (real transactions on Anvil).
 
     .venv/bin/python scripts/bench_indexer.py                  # 1,000 peers, 20 rounds
     .venv/bin/python scripts/bench_indexer.py --peers 100 --rounds 5   # a quick look
 
 What it does:
 
-1. Starts its own Anvil (own port, huge block gas limit, automine off), deploys the coordinator,
-   and plays a swarm: N peers register, then each round every peer publishes a batch, attests
-   the previous round's batches of its next ``--attest`` peers in one transaction (every 50th
-   peer's claims are flagged by its attesters), and the flagged rounds are settled (slashing)
-   once their window closed. Peers are impersonated (``anvil_autoImpersonateAccount``) and
-   funded with ``anvil_setBalance``: real transactions, executed by the real contract, without
-   signing 40,000 of them in Python. Transactions are sent in JSON-RPC batches and mined
-   ``--per-block`` at a time.
+1. Starts its own Anvil (own port, huge block gas limit, automine off), deploys the coordinator
+   (protocol v2: phases g=1, c=2, v=2 as ``swarm-deploy``; committee size ``--committee``, 3 by
+   default, so each peer judges about 3 batches a round) and plays a swarm: N peers register in
+   round 0; for rounds 1..R every peer publishes a batch; in r's commit phase (round r+2) one
+   account seals r and every peer with a seat commits its verdicts on the batches it is seated
+   for (seats computed from the seal and ``weightAt`` with ``node.chain.committee.vote_weight``),
+   reveals them in r's reveal phase (r+4), and after it (r+6) the flagged batches are settled
+   and their flags resolved. Every 50th peer's batches are flagged by its committee (and upheld:
+   slashed). The chain's clock jumps to each round's start (``evm_setNextBlockTimestamp``).
+   Peers are impersonated (``anvil_autoImpersonateAccount``) and funded with ``anvil_setBalance``:
+   real transactions, executed by the real contract, without signing 60,000 of them in Python.
+   Transactions are sent in JSON-RPC batches and mined ``--per-block`` at a time.
 2. Ingestion: the same block range read twice: the **baseline** is ``EventReader.read`` alone
-   (eth_getLogs + decoding, no database); then a fresh indexer syncs it into SQLite. Reported:
-   events/s of each and their ratio (what the database, reorg bookkeeping and derived rows cost).
+   (eth_getLogs + decoding, no database); then a fresh indexer syncs it into SQLite (which also
+   reads ``rulesAt`` and every peer's ``weightAt`` at each seal's block, for committee duties).
+   Reported: events/s of each and their ratio (what the database, the seal reads, reorg
+   bookkeeping and derived rows cost).
 3. API latency under a bounded local load: ``--clients`` threads each send ``--requests``
    requests over keep-alive connections to ``/api/leaderboard`` (random sort and page, 50
    rows), then the same load on ``/health`` (one-row read: the server's own floor) as the
@@ -38,26 +44,34 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
 from eth_account import Account
+from eth_utils import keccak
 from web3 import Web3
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from coordinator_indexer.ingest import Indexer, IngestSettings  # noqa: E402
-from coordinator_indexer.store import Store  # noqa: E402
-from node.chain.abi import load_abi  # noqa: E402
-from node.chain.deployer import DeployConfig, deploy_coordinator  # noqa: E402
-from node.chain.events import EventReader  # noqa: E402
-from node.chain.rpc import connect  # noqa: E402
-from node.local.anvil import DEV_KEYS, start_anvil  # noqa: E402
+from coordinator_indexer.ingest import Indexer, IngestSettings
+from coordinator_indexer.store import Store
+from node.chain.abi import load_abi
+from node.chain.client import CoordinatorClient
+from node.chain.committee import ballot_commitment, sort_items, vote_weight
+from node.chain.deployer import DeployConfig, deploy_coordinator
+from node.chain.events import EventReader
+from node.chain.models import VerdictItem, VerdictState
+from node.chain.rpc import connect
+from node.local.anvil import DEV_KEYS, start_anvil
 
 ETHER = 10**18
 ROUND = 3600  # long rounds: a round's blocks never spill into the next one
+FLAG_EVERY = 50  # every 50th peer's batches are flagged by its committee
+_UINT256_MAX = 2**256 - 1
 
 
 def log(message: str) -> None:
@@ -74,12 +88,17 @@ class Swarm:
         self.url = url
         self.w3 = w3
         self.contract = w3.eth.contract(address=coordinator, abi=load_abi())
+        self.client = CoordinatorClient(w3, coordinator)  # reads only
         self.coordinator = coordinator
         self.per_block = per_block
         self.session = requests.Session()
+        self.nonces: Counter[str] = Counter()  # every sender is fresh: nonces counted here
         self.sent = 0
+        self.by_function: Counter[str] = Counter()
 
     def rpc_batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
+        if not calls:
+            return []
         payload = [
             {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
             for i, (method, params) in enumerate(calls)
@@ -94,7 +113,7 @@ class Swarm:
         return self.rpc_batch([(method, list(params))])[0]
 
     def send(self, txs: list[dict[str, Any]]) -> None:
-        """Sends ``txs`` (from impersonated peers) and mines them, ``per_block`` per block."""
+        """Sends ``txs`` (from impersonated accounts) and mines them, ``per_block`` per block."""
         for start in range(0, len(txs), self.per_block):
             chunk = txs[start : start + self.per_block]
             hashes = self.rpc_batch([("eth_sendTransaction", [tx]) for tx in chunk])
@@ -106,13 +125,27 @@ class Swarm:
             self.sent += len(chunk)
 
     def tx(self, sender: str, function: str, args: list[Any], gas: int, value: int = 0) -> dict:
+        nonce = self.nonces[sender]
+        self.nonces[sender] += 1
+        self.by_function[function] += 1
         return {
             "from": sender,
             "to": self.coordinator,
             "data": self.contract.encode_abi(function, args=args),
             "gas": hex(gas),
             "value": hex(value),
+            "nonce": hex(nonce),
         }
+
+    def weights_at(self, peers: list[str], round_: int) -> dict[str, int]:
+        """Every peer's ``weightAt(peer, round_)``, in one JSON-RPC batch of eth_calls."""
+        calls = [
+            ("eth_call", [{"to": self.coordinator, "data": self.contract.encode_abi(
+                "weightAt", args=[peer, round_])}, "latest"])
+            for peer in peers
+        ]  # fmt: skip
+        answers = self.rpc_batch(calls)
+        return {peer: int(answer, 16) for peer, answer in zip(peers, answers, strict=True)}
 
 
 def peer_addresses(count: int) -> list[str]:
@@ -130,62 +163,197 @@ def claim(i: int, round_: int) -> int:
     return 2000 + (i * 37 + round_ * 11) % 6000  # milli-units
 
 
-def play_swarm(swarm: Swarm, genesis: int, peers: list[str], rounds: int, attest: int) -> None:
+def salt_of(peer: str, round_: int) -> bytes:
+    return hashlib.sha256(f"salt-{peer}-{round_}".encode()).digest()
+
+
+def seats(
+    beacon: bytes,
+    total: int,
+    k: int,
+    subjects: list[str],
+    weights: dict[str, int],
+    rng: random.Random,
+) -> dict[str, list[str]]:
+    """Each attester's seats (subjects, ascending) on the sealed round's committees.
+
+    The seat rule is ``committee.vote_weight``'s; since it costs ~180 us a pair (checksums) and a
+    round has N^2 pairs, the lottery hash is computed here directly (``keccak(abi.encode(beacon,
+    subject, attester)) < (2**256 - 1) // T * (k * w)``) and every seat found, plus a random
+    sample of the pairs without one, is confirmed with ``vote_weight``.
+    """
+    prefix = beacon + bytes(12)
+    words = {s: bytes(12) + bytes.fromhex(s[2:]) for s in subjects}
+    out: dict[str, list[str]] = {}
+    for attester, weight in weights.items():
+        if weight <= 0:
+            continue
+        if k * weight >= total:  # always seated (never here: k * 1 ETH < T)
+            mine = [s for s in subjects if s != attester]
+        else:
+            threshold = ((_UINT256_MAX // total) * (k * weight)).to_bytes(32, "big")
+            tail = words.get(attester) or bytes(12) + bytes.fromhex(attester[2:])
+            mine = [
+                s for s, word in words.items()
+                if s != attester and keccak(prefix + word + tail) < threshold
+            ]  # fmt: skip
+        for subject in mine:
+            if vote_weight(beacon, total, k, subject, attester, weight) <= 0:
+                raise AssertionError(f"seat of {attester} on {subject} not confirmed")
+        for subject in rng.sample(subjects, min(5, len(subjects))):
+            seated = vote_weight(beacon, total, k, subject, attester, weight) > 0
+            if seated != (subject in mine):
+                raise AssertionError(f"seat rule mismatch for {attester} on {subject}")
+        if mine:
+            out[attester] = sorted(mine, key=lambda s: int(s, 16))
+    return out
+
+
+@dataclass
+class Ballot:
+    items: list[VerdictItem]
+    salt: bytes
+
+
+@dataclass
+class Tally:
+    seats: int = 0
+    committed: int = 0
+    flags: int = 0
+    upheld: int = 0
+    rejected: int = 0
+    unflagged: int = 0  # flagged peers whose batch no committee member flagged (no seat)
+    ballots: dict[int, dict[str, Ballot]] = field(default_factory=dict)
+    flaggers: dict[tuple[int, str], list[str]] = field(default_factory=dict)
+
+
+def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: int) -> Tally:
+    """Register in round 0, publish rounds 1..rounds, judge each through its phases."""
     n = len(peers)
+    phases = deployment.phases
+    g, c = phases.grace_rounds, phases.commit_rounds
+    judging = g + c + phases.reveal_rounds  # J
+    index = {p: i for i, p in enumerate(peers)}
+    flagged = [peers[i] for i in range(n) if i % FLAG_EVERY == 0]
+    tally = Tally()
+    rng = random.Random(7)
     swarm.rpc("anvil_autoImpersonateAccount", True)
-    swarm.rpc_batch([("anvil_setBalance", [p, hex(1000 * ETHER)]) for p in peers])
+    settler = peer_addresses(n + 1)[-1]  # any account may seal and settle; not a peer
+    swarm.rpc_batch([("anvil_setBalance", [p, hex(1000 * ETHER)]) for p in [*peers, settler]])
     swarm.rpc("evm_setAutomine", False)
     swarm.send(
         [swarm.tx(p, "register", [f"peer-{i:04d}"], 200_000, ETHER) for i, p in enumerate(peers)]
     )
-    log(f"  registered {n} peers")
-    flagged = {i for i in range(n) if i % 50 == 0}
-    settler = peer_addresses(n + 1)[-1]
-    swarm.rpc("anvil_setBalance", settler, hex(1000 * ETHER))
-    settler_nonce = 0
-    for round_ in range(rounds + 1):
-        swarm.rpc("evm_setNextBlockTimestamp", genesis + round_ * ROUND + 1)
-        txs = []
-        if round_ < rounds:
+    log(f"  round 0: registered {n} peers")
+    for now in range(1, rounds + judging + 2):
+        swarm.rpc("evm_setNextBlockTimestamp", deployment.genesis + now * ROUND + 1)
+        txs: list[dict[str, Any]] = []
+        # rounds r+g+1: seal r (alone in its block: commits need the seal), then commit
+        sealed = now - g - 1
+        if 1 <= sealed <= rounds:
+            swarm.send([swarm.tx(settler, "sealRound", [sealed], 200_000)])
+            txs += _commits(swarm, tally, peers, index, flagged, sealed, k, rng)
+        if 1 <= now <= rounds:
             txs += [
-                swarm.tx(p, "publishRollouts", [round_, digest_of(p, round_), 8, 64, claim(i, round_)], 150_000)
+                swarm.tx(p, "publishRollouts", [now, digest_of(p, now), 8, 64, claim(i, now)], 150_000)
                 for i, p in enumerate(peers)
             ]  # fmt: skip
-        if round_ >= 1:
-            txs += [
-                swarm.tx(p, "attest", [_verdicts(peers, i, round_ - 1, attest, flagged)], 120_000 + 40_000 * attest)
-                for i, p in enumerate(peers)
-            ]  # fmt: skip
-        if round_ >= 3:  # one settler (any account may settle), its nonces counted here
-            for i in sorted(flagged):
-                tx = swarm.tx(settler, "settle", [round_ - 3, peers[i]], 200_000)
-                txs.append({**tx, "nonce": hex(settler_nonce)})
-                settler_nonce += 1
+        revealed = now - g - c - 1  # rounds r+g+c+1: reveal r
+        for attester, ballot in tally.ballots.pop(revealed, {}).items():
+            args = [revealed, [item.to_abi() for item in ballot.items], ballot.salt]
+            txs.append(
+                swarm.tx(attester, "revealVerdicts", args, 120_000 + 90_000 * len(ballot.items))
+            )
+        settling, settled = now - judging - 1, []  # rounds r+J+1: settle r, resolve its flags
+        if 1 <= settling <= rounds:
+            more, settled = _settlements(swarm, tally, flagged, settling, settler)
+            txs += more
         swarm.send(txs)
-        log(f"  round {round_}: {len(txs)} transactions ({swarm.sent:,} in all)")
+        for subject in settled:
+            state = swarm.client.verdict(settling, subject).state
+            tally.upheld += state == VerdictState.UPHELD
+            tally.rejected += state == VerdictState.REJECTED
+        log(
+            f"  round {now}: {len(txs) + (1 <= sealed <= rounds)} transactions ({swarm.sent:,} in all)"
+        )
+    return tally
 
 
-def _verdicts(peers: list[str], i: int, round_: int, attest: int, flagged: set[int]) -> list:
-    n = len(peers)
-    items = []
-    for k in range(1, attest + 1):
-        j = (i + k) % n
-        bad = j in flagged
-        verified = claim(j, round_) // 4 if bad else claim(j, round_) - (i % 3) * 10
-        items.append((round_, peers[j], digest_of(peers[j], round_), 8, 5 if bad else 8, verified))
-    return sorted(items, key=lambda item: (item[0], int(item[1], 16)))
+def _commits(
+    swarm: Swarm,
+    tally: Tally,
+    peers: list[str],
+    index: dict[str, int],
+    flagged: list[str],
+    round_: int,
+    k: int,
+    rng: random.Random,
+) -> list[dict[str, Any]]:
+    seal = swarm.client.seal(round_)
+    assert seal is not None, f"round {round_} not sealed"
+    assert swarm.client.rules_at(round_).committee_size == k
+    weights = swarm.weights_at(peers, round_)
+    drawn = seats(seal.beacon, seal.total_weight, k, peers, weights, rng)
+    ballots: dict[str, Ballot] = {}
+    txs = []
+    for attester, subjects in drawn.items():
+        i = index[attester]
+        items = []
+        for subject in subjects:
+            j, bad = index[subject], subject in flagged
+            verified = claim(j, round_) // 4 if bad else claim(j, round_) - (i % 3) * 10
+            items.append(
+                VerdictItem(subject=subject, checked=8, agreed=5 if bad else 8,
+                            verified_reward_sum=verified)
+            )  # fmt: skip
+        items = sort_items(items)
+        salt = salt_of(attester, round_)
+        ballots[attester] = Ballot(items, salt)
+        commitment = ballot_commitment(attester, round_, items, salt)
+        txs.append(swarm.tx(attester, "commitVerdicts", [round_, commitment], 150_000))
+        tally.seats += len(items)
+        for item in items:
+            if item.is_flag:
+                tally.flags += 1
+                tally.flaggers.setdefault((round_, item.subject), []).append(attester)
+    tally.committed += len(ballots)
+    tally.ballots[round_] = ballots
+    return txs
+
+
+def _settlements(
+    swarm: Swarm, tally: Tally, flagged: list[str], round_: int, settler: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Settles every flagged batch of ``round_`` that holds a counted flag, then resolves each
+    flag (the settler sends both, in nonce order, so each resolve follows its settle)."""
+    txs, settled = [], []
+    for subject in flagged:
+        if swarm.client.verdict(round_, subject).flaggers == 0:
+            tally.unflagged += 1  # no seat on its committee, or every flagger's seat was lost
+            continue
+        settled.append(subject)
+        txs.append(swarm.tx(settler, "settle", [round_, subject], 300_000))
+        for flagger in tally.flaggers.pop((round_, subject), []):
+            if swarm.client.flag_weight(round_, subject, flagger) > 0:
+                txs.append(swarm.tx(settler, "resolveFlag", [round_, subject, flagger], 200_000))
+    return txs, settled
 
 
 # ------------------------------------------------------------------------------- measuring
 
 
-def measure_ingestion(w3: Web3, deployment: Any, db_url: str) -> dict[str, float]:
+def measure_ingestion(w3: Web3, deployment: Any, db_url: str) -> dict[str, Any]:
     head = w3.eth.block_number
     started = time.perf_counter()
     events = EventReader(w3, deployment.coordinator, max_chunk=2_000).read(
         deployment.deployment_block, head
     )
     baseline_s = time.perf_counter() - started
+    kinds = Counter(type(event).__name__ for event in events)
+    log(
+        f"  baseline: {len(events):,} events in {head - deployment.deployment_block + 1:,} blocks"
+        f" read in {baseline_s:.1f} s ({len(events) / baseline_s:,.0f}/s): {dict(kinds.most_common())}"
+    )
     store = Store.open(db_url)
     indexer = Indexer(w3, deployment, store, IngestSettings(confirmations=12, max_range=2_000))
     indexer.prepare()
@@ -195,13 +363,13 @@ def measure_ingestion(w3: Web3, deployment: Any, db_url: str) -> dict[str, float
     counts = store.counts()
     store.close()
     assert result.cursor == head
+    assert counts["votes"] == kinds["VerdictRevealed"] + kinds["VerdictIgnored"], counts
     return {
         "events": len(events),
         "blocks": head - deployment.deployment_block + 1,
         "baseline_s": baseline_s,
         "indexer_s": indexer_s,
-        "peers": counts["peers"],
-        "attestations": counts["attestations"],
+        "rows": {name: counts[name] for name in ("peers", "publications", "votes", "duties")},
     }
 
 
@@ -289,7 +457,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--peers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--attest", type=int, default=3, help="subjects each peer attests")
+    parser.add_argument(
+        "--committee", type=int, default=3, help="committee size k (expected seats per batch)"
+    )
     parser.add_argument("--per-block", type=int, default=250, help="transactions per block")
     parser.add_argument("--clients", type=int, default=8, help="concurrent API clients")
     parser.add_argument("--requests", type=int, default=250, help="requests per client")
@@ -306,21 +476,35 @@ def main() -> None:
             deployment = deploy_coordinator(
                 w3,
                 Account.from_key(DEV_KEYS[0]),
-                DeployConfig(round_duration=ROUND, min_stake=ETHER // 10, dispute_quorum=2),
+                DeployConfig(
+                    round_duration=ROUND, min_stake=ETHER // 10, committee_size=args.committee
+                ),
                 out=work / "deployment.json",
             )
-            log(f"swarm: {args.peers} peers, {args.rounds} rounds, {args.attest} attestations each")
+            log(
+                f"swarm: {args.peers} peers, {args.rounds} rounds, committee size {args.committee}"
+                f", phases {deployment.phases.model_dump()}"
+            )
             started = time.perf_counter()
             swarm = Swarm(anvil.url, w3, deployment.coordinator, args.per_block)
-            play_swarm(
-                swarm, deployment.genesis, peer_addresses(args.peers), args.rounds, args.attest
+            tally = play_swarm(
+                swarm, deployment, peer_addresses(args.peers), args.rounds, args.committee
             )
-            log(f"  {swarm.sent:,} transactions in {time.perf_counter() - started:.0f} s")
+            log(
+                f"  {swarm.sent:,} transactions in {time.perf_counter() - started:.0f} s: "
+                f"{dict(swarm.by_function.most_common())}"
+            )
+            log(
+                f"  {tally.seats:,} seats, {tally.committed:,} ballots, {tally.flags} flags; "
+                f"flagged batches settled: {tally.upheld} upheld, {tally.rejected} rejected, "
+                f"{tally.unflagged} without a counted flag"
+            )
 
             log("ingestion (same block range, fresh SQLite database)")
             ingest = measure_ingestion(w3, deployment, f"sqlite:///{work / 'bench.db'}")
             base_rate = ingest["events"] / ingest["baseline_s"]
             rate = ingest["events"] / ingest["indexer_s"]
+            log(f"  indexer: {ingest['indexer_s']:.1f} s; rows {ingest['rows']}")
 
             log("API load (bounded: clients x requests, 127.0.0.1 only)")
             server = serve(anvil.url, work)
