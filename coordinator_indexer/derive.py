@@ -15,7 +15,7 @@ Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
   was not upheld, and either it was settled rejected or its agreeing weight is at least its
   flagging weight. A peer's ``verified_batches`` and ``/api/stats`` count exactly these.
 - **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
-  ``node.chain.committee.vote_weight``, over the seal's beacon and total weight, the round's
+  ``node.chain.committee.seated_subjects``, over the seal's beacon and total weight, the round's
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
   round's published batches, and how many of them it revealed a verdict on (``duties``).
 
@@ -33,7 +33,7 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, s
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
-from node.chain.committee import vote_weight
+from node.chain.committee import seated_subjects
 from node.chain.models import weighted_median_milli
 
 T = TypeVar("T")
@@ -190,11 +190,10 @@ def _duty_rows(
     rows = []
     for peer in sorted(set(weights) | {attester for r, attester in voted if r == round_}):
         votes = voted.get((round_, peer), {})
-        seats = {
-            subject
-            for subject in subjects
-            if vote_weight(beacon, total, seal.committee_size, subject, peer, weights.get(peer, 0))
-        } | {subject for subject, counted in votes.items() if counted}
+        drawn = seated_subjects(
+            beacon, total, seal.committee_size, peer, weights.get(peer, 0), subjects
+        )
+        seats = set(drawn) | {subject for subject, counted in votes.items() if counted}
         if seats:
             done = sum(1 for subject in seats if subject in votes)
             rows.append({"round": round_, "peer": peer, "seats": len(seats), "done": done})

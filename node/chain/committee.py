@@ -31,15 +31,31 @@ ITEMS_TYPE = "(address,uint32,uint32,int64)[]"
 _UINT256_MAX = 2**256 - 1
 
 
-def seat_hash(beacon: bytes, subject: str, attester: str) -> int:
-    """``uint256(keccak256(abi.encode(bytes20 beacon, subject, attester)))``: the seat lottery."""
+def _address_word(address: str) -> bytes:
+    """An address as its ABI word (12 zero bytes, then the 20 address bytes)."""
+    raw = bytes.fromhex(address[2:] if address[:2] in ("0x", "0X") else address)
+    if len(raw) != 20:
+        raise ValueError(f"not an address: {address!r}")
+    return bytes(12) + raw
+
+
+def _beacon_word(beacon: bytes) -> bytes:
     if len(beacon) != 20:
         raise ValueError(f"a beacon is 20 bytes, got {len(beacon)}")
-    word = encode(
-        ["bytes20", "address", "address"],
-        [beacon, to_checksum_address(subject), to_checksum_address(attester)],
-    )
+    return beacon + bytes(12)
+
+
+def seat_hash(beacon: bytes, subject: str, attester: str) -> int:
+    """``uint256(keccak256(abi.encode(bytes20 beacon, subject, attester)))``: the seat lottery."""
+    word = _beacon_word(beacon) + _address_word(subject) + _address_word(attester)
     return int.from_bytes(keccak(word), "big")
+
+
+def _threshold(total_weight: int, committee_size: int, weight: int) -> int | None:
+    """The seat lottery's bound for ``weight``; None when the seat is sure (``k * w >= T``)."""
+    if committee_size * weight >= total_weight:
+        return None
+    return (_UINT256_MAX // total_weight) * (committee_size * weight)
 
 
 def vote_weight(
@@ -57,14 +73,40 @@ def vote_weight(
     """
     if committee_size < 1:
         raise ValueError(f"committee size must be at least 1, got {committee_size}")
-    same = to_checksum_address(subject) == to_checksum_address(attester)
-    if same or weight <= 0 or total_weight <= 0:
+    if _address_word(subject) == _address_word(attester) or weight <= 0 or total_weight <= 0:
         return 0
-    if committee_size * weight >= total_weight:
+    threshold = _threshold(total_weight, committee_size, weight)
+    if threshold is None:
         return weight
-    threshold = (_UINT256_MAX // total_weight) * (committee_size * weight)
     seated = seat_hash(beacon, subject, attester) < threshold
     return total_weight // committee_size if seated else 0
+
+
+def seated_subjects(
+    beacon: bytes,
+    total_weight: int,
+    committee_size: int,
+    attester: str,
+    weight: int,
+    subjects: Iterable[str],
+) -> list[str]:
+    """The subjects on whose committees ``attester`` holds a seat: ``vote_weight`` > 0 for each,
+    computed once per attester (an indexer asks this for every peer of every round: N^2 draws)."""
+    if committee_size < 1:
+        raise ValueError(f"committee size must be at least 1, got {committee_size}")
+    own = _address_word(attester)
+    if weight <= 0 or total_weight <= 0:
+        return []
+    threshold = _threshold(total_weight, committee_size, weight)
+    prefix = _beacon_word(beacon)
+    seated = []
+    for subject in subjects:
+        word = _address_word(subject)
+        if word == own:
+            continue
+        if threshold is None or int.from_bytes(keccak(prefix + word + own), "big") < threshold:
+            seated.append(subject)
+    return seated
 
 
 def sort_items(items: Iterable[VerdictItem]) -> list[VerdictItem]:

@@ -18,6 +18,7 @@ from node.chain.committee import (
     items_hash,
     reveal_receipt,
     seat_hash,
+    seated_subjects,
     sort_items,
     vote_weight,
 )
@@ -79,6 +80,18 @@ def test_a_seat_is_worth_its_stake_on_average() -> None:
     expected_rate = k * weight / total  # 0.08
     assert abs(seated / draws - expected_rate) < 0.02
     assert abs(sum(weights) / draws - weight) < 0.25 * weight
+
+
+def test_seated_subjects_is_vote_weight_over_every_subject() -> None:
+    """The indexer's one-attester-many-subjects path gives the seats vote_weight gives."""
+    rng = random.Random(5)
+    peers = ["0x" + rng.randbytes(20).hex() for _ in range(120)]
+    beacon, total = rng.randbytes(20), 120 * 10**18
+    for k in (3, 64):
+        for attester in peers[:12]:
+            weight = rng.choice([0, 10**17, 10**18, 5 * 10**18, 10**20])
+            expected = [s for s in peers if vote_weight(beacon, total, k, s, attester, weight)]
+            assert seated_subjects(beacon, total, k, attester, weight, peers) == expected
 
 
 def test_items_sort_by_subject_number_and_refuse_duplicates() -> None:
