@@ -18,6 +18,10 @@ from node.chain.abi import load_abi
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 
 
+#: Views per JSON-RPC batch request.
+_BATCH = 200
+
+
 def _hex(value: Any) -> str:
     return "0x" + bytes(value).hex()
 
@@ -44,6 +48,24 @@ class ChainView:
             policy=self.retry,
         )
 
+    def _batched_views(self, what: str, calls: list[Any], block: Any) -> list[Any]:
+        """The views in one JSON-RPC batch (a seal needs every peer's weight: one request
+        each took a second per 1,000 peers); retried as a whole."""
+
+        def run() -> list[Any]:
+            # A batched call cannot name its block by hash: name it by number, then check that
+            # the number still holds that hash (else the answers may be another chain's).
+            number = int(self.w3.eth.get_block(block)["number"])
+            with self.w3.batch_requests() as batch:
+                for call in calls:
+                    batch.add(call.call(block_identifier=number))
+                values = list(batch.execute())
+            if bytes(self.w3.eth.get_block(number)["hash"]) != bytes(block):
+                raise BlockNotFound(f"block {_hex(block)} was reorganised away")
+            return values
+
+        return call_with_retry(run, what=what, endpoint=self.endpoint, policy=self.retry)
+
     def judging_rounds(self) -> int:
         """J = graceRounds + commitRounds + revealRounds (immutable)."""
         assert self.contract is not None
@@ -60,14 +82,16 @@ class ChainView:
         assert self.contract is not None
         functions, block = self.contract.functions, bytes.fromhex(block_hash[2:])
         rules = self._view(f"reading rulesAt({round_})", functions.rulesAt(round_), block)
-        weights = {
-            peer: int(
-                self._view(
-                    f"reading weightAt({peer}, {round_})", functions.weightAt(peer, round_), block
-                )
+        ordered = sorted(set(peers))
+        weights: dict[str, int] = {}
+        for start in range(0, len(ordered), _BATCH):
+            chunk = ordered[start : start + _BATCH]
+            values = self._batched_views(
+                f"reading weightAt of {len(chunk)} peers for round {round_}",
+                [functions.weightAt(peer, round_) for peer in chunk],
+                block,
             )
-            for peer in sorted(set(peers))
-        }
+            weights.update(zip(chunk, (int(v) for v in values), strict=True))
         return SealReads(committee_size=int(rules[2]), weights=weights)
 
     def chain_id(self) -> int:
