@@ -17,7 +17,6 @@ from coordinator_indexer.store import BlockRef
 from node.chain.abi import load_abi
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 
-
 #: Views per JSON-RPC batch request.
 _BATCH = 200
 
