@@ -67,7 +67,8 @@ class LocalSwarmSettings:
     """
 
     nodes: int = 3
-    rounds: int = 4
+    #: Enough for the committees of the first two rounds to reveal (in rounds 3 and 4).
+    rounds: int = 5
     workdir: Path = Path(".swarm-local")
     #: None: DEFAULT_ANVIL_PORT if free, else a free port (said); 0: any free port; else that
     #: port, which must be free (``node.local.ports.choose_port``).
@@ -84,14 +85,16 @@ class LocalSwarmSettings:
     #: Round length in seconds in real time (``processes``).
     round_seconds: int = 90
     #: Lockstep rounds are long on the clock: the demo jumps from one to the next when all nodes
-    #: are done. Real-time rounds last ``round_seconds`` (``deploy_config``).
+    #: are done, so every node completes each round within it and one commit and one reveal
+    #: round suffice (J = 3). Real-time rounds last ``round_seconds`` and keep the deployment
+    #: defaults' two of each, slack for a node that finishes late (``deploy_config``).
     deploy: DeployConfig = field(
         default_factory=lambda: DeployConfig(
             round_duration=3600,
             min_stake=1 * ETHER,
             grace_rounds=1,
-            commit_rounds=2,
-            reveal_rounds=2,
+            commit_rounds=1,
+            reveal_rounds=1,
             flag_bond=ETHER // 100,
             slash_bps=1000,
         )
@@ -109,7 +112,8 @@ class LocalSwarmSettings:
         """The coordinator's parameters: real-time rounds of ``round_seconds`` in processes."""
         if not self.processes:
             return self.deploy
-        return self.deploy.model_copy(update={"round_duration": self.round_seconds})
+        real_time = {"round_duration": self.round_seconds, "commit_rounds": 2, "reveal_rounds": 2}
+        return self.deploy.model_copy(update=real_time)
 
 
 @dataclass

@@ -15,6 +15,9 @@ import requests
 from node.local.anvil import free_port
 from tests.integration.test_swarm_run import NodeProcess
 
+#: node-1's first round line (the demo starts a round after registering: any round).
+_FIRST_ROUND_LINE = re.compile(r"node-1 round \d+:")
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -33,7 +36,8 @@ def port_is_closed(url: str) -> bool:
 
 
 def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> None:
-    """Five rounds: verdicts on round r are committed in r + 2 and revealed in r + 4."""
+    """Five rounds: verdicts on round r are committed in r + 2 and revealed in r + 3 (the
+    lockstep demo's phases: grace, commit and reveal one round each)."""
     demo = NodeProcess.start(
         local_up(tmp_path / "demo", "--rounds", "5", "--no-keep", "--no-indexer"), tmp_path
     )
@@ -47,7 +51,7 @@ def test_the_demo_runs_its_rounds_then_takes_everything_down(tmp_path: Path) -> 
     assert all("published yes" in line and "peers verified 1" in line for line in rounds)
     committed = [int(re.search(r"verdicts committed (\d+)", line)[1]) for line in rounds]
     revealed = [int(re.search(r"revealed (\d+) \(flags 0\)", line)[1]) for line in rounds]
-    assert committed == [0] * 4 + [1] * 6 and revealed == [0] * 8 + [1] * 2
+    assert committed == [0] * 4 + [1] * 6 and revealed == [0] * 6 + [1] * 4
     for name in ("node-0", "node-1"):
         assert f"{name}: 5/5 rounds published" in "\n".join(demo.output)
         assert (tmp_path / "demo" / "nodes" / name / "keystore.json").exists()
@@ -80,7 +84,7 @@ def test_the_lockstep_demo_on_a_kubo_daemon_per_node(tmp_path: Path) -> None:
 
 
 def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> None:
-    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "6"), tmp_path)
+    demo = NodeProcess.start(local_up(tmp_path / "demo", "--rounds", "5"), tmp_path)
     try:
         line = demo.wait_for(lambda line: "the leaderboard stays up on" in line, timeout=180)
         url = line.split(" on ")[1].split(";")[0]
@@ -91,11 +95,12 @@ def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> No
             )
             if match
         }
-        board = wait_for_leaderboard(url, peers=2, rounds=6, verified=2)
+        board = wait_for_leaderboard(url, peers=2, rounds=5, verified=2)
         assert {e["address"]: e["name"] for e in board["entries"]} == addresses
-        for entry in board["entries"]:  # rounds 1 and 2 revealed (in rounds 5 and 6)
-            assert entry["rounds"] == 6 and entry["verified_batches"] == 2
+        for entry in board["entries"]:  # the first two rounds revealed (in the 4th and 5th)
+            assert entry["rounds"] == 5 and entry["verified_batches"] == 2
             assert entry["attestations_given"] == 2 and entry["flags_received"] == 0
+            assert entry["duty_done"] == 2 and entry["duty_missed"] == 0
         assert demo.stop(signal.SIGINT) == 0
     finally:
         demo.stop()
@@ -111,7 +116,9 @@ def wait_for_leaderboard(url: str, *, peers: int, rounds: int, verified: int) ->
     while True:
         board = requests.get(f"{url}/api/leaderboard", timeout=5).json()
         entries = board["entries"]
-        caught_up = all(e["rounds"] == rounds and e["verified_batches"] == verified for e in entries)
+        caught_up = all(
+            e["rounds"] == rounds and e["verified_batches"] == verified for e in entries
+        )
         if len(entries) == peers and caught_up:
             return board
         if time.monotonic() > deadline:
@@ -124,7 +131,7 @@ def test_ctrl_c_stops_the_demo_midway_and_shuts_down_cleanly(tmp_path: Path) -> 
         local_up(tmp_path / "demo", "--rounds", "50", "--no-indexer"), tmp_path
     )
     try:
-        demo.wait_for(lambda line: line.startswith("node-1 round 0:"), timeout=180)
+        demo.wait_for(lambda line: _FIRST_ROUND_LINE.match(line) is not None, timeout=180)
         assert demo.stop(signal.SIGINT) == 0
     finally:
         demo.stop()
