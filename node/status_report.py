@@ -36,7 +36,7 @@ from node.chain.events import (
     VerdictRevealed,
     Withdrawn,
 )
-from node.chain.models import PeerStatus, Phases, weighted_median_milli
+from node.chain.models import PeerStatus, Phases, Rules, weighted_median_milli
 from node.chain.rounds import RoundClock
 from node.chain.rpc import call_with_retry, endpoint_of
 from node.chain.units import format_deadline, format_eth
@@ -269,6 +269,10 @@ def status_lines(
     lines.append(
         f"round    {current} (open disputes: {info.open_disputes}, open flags: {info.open_flags})"
     )
+    owed = client.claimable(address)
+    if owed:
+        lines.append(f"claim    {format_eth(owed)} claimable (swarm claim)")
+    lines.extend(_rules_lines(client, current))
     history = read_history(
         client,
         address,
@@ -284,6 +288,22 @@ def status_lines(
     if not any(isinstance(e, RolloutsPublished) for e in history.events):
         lines.append("  no publications yet")
     return lines
+
+
+def _rules_lines(client: CoordinatorClient, current: int) -> list[str]:
+    """The rules judging the current round, and a scheduled change if one is pending."""
+    lines = [f"rules    {_describe(client.rules_at(current))}"]
+    latest = client.rules_by_index(client.rules_count() - 1)
+    if latest.from_round > current:
+        lines.append(f"         from round {latest.from_round}: {_describe(latest)}")
+    return lines
+
+
+def _describe(rules: Rules) -> str:
+    return (
+        f"committees of {rules.committee_size}, flag bond {format_eth(rules.flag_bond)}, "
+        f"slash {rules.slash_bps / 100:g} %"
+    )
 
 
 def _deployed_min_stake(client: CoordinatorClient) -> int:

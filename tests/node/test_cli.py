@@ -163,6 +163,7 @@ def test_claim_pays_the_share_of_a_slash_a_flag_won(
     me.resolve_flag(round_, cheater.account_address, address)
     owed = me.claimable(address)
     assert owed > 0
+    assert "claimable (swarm claim)" in swarm(home, "status").output
     before = chain.balance(address)
     paid = swarm(home, "claim")
     assert paid.exit_code == 0 and "claimed" in paid.output, paid.output

@@ -141,9 +141,14 @@ def test_a_slashed_batch_then_a_stake_below_the_raised_minimum(
     to_settle_phase(chain, committee[0], r)
     committee[0].settle(r, peer.account_address)  # half of 2 ETH slashed
     owner = client_for(dev_accounts[0])
-    owner.schedule_parameters(2 * ETHER, owner.rules_at(r))
+    stricter = owner.rules_at(r).model_copy(update={"committee_size": 8, "slash_bps": 2500})
+    owner.schedule_parameters(2 * ETHER, stricter)
     start = owner.rules_by_index(owner.rules_count() - 1).from_round
+    header = swarm(home, "status").output
+    assert "rules    committees of 64, flag bond 0.1 ETH, slash 50 %" in header, header
+    assert f"from round {start}: committees of 8, flag bond 0.1 ETH, slash 25 %" in header
     chain.warp_to_round(start)
+    assert f"from round {start}" not in swarm(home, "status").output  # in force now
     lines = status(home, rounds=start - r + 1)
     # upheld: the batch verifies nothing, as on the leaderboard (the committee's median was 0.700)
     assert (
