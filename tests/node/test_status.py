@@ -114,8 +114,8 @@ def test_a_published_round_shows_its_judging_verdicts_rewards_and_the_settled_di
     lines = status(home, rounds=5)
     assert lines[r] == (
         "published 2 groups, 8 completions, claimed reward 4.000; verified reward 2.000 "
-        "(weighted median of 3 committee members: 2 agreed, 1 flagged); dispute open (settleable from "
-        f"round {r + 6})"
+        "(weighted median of 3 committee members: 2 agreed, 1 flagged); dispute open "
+        f"(settleable from round {r + 6})"
     )
     to_settle_phase(chain, committee[0], r)
     committee[2].settle(r, peer.account_address)
