@@ -11,7 +11,7 @@ What it does:
    default, so each peer judges about 3 batches a round) and plays a swarm: N peers register in
    round 0; for rounds 1..R every peer publishes a batch; in r's commit phase (round r+2) one
    account seals r and every peer with a seat commits its verdicts on the batches it is seated
-   for (seats computed from the seal and ``weightAt`` with ``node.chain.committee.vote_weight``),
+   for (seats computed from the seal and ``weightAt`` with ``node.chain.committee.seated_subjects``),
    reveals them in r's reveal phase (r+4), and after it (r+6) the flagged batches are settled
    and their flags resolved. Every 50th peer's batches are flagged by its committee (and upheld:
    slashed). The chain's clock jumps to each round's start (``evm_setNextBlockTimestamp``).
@@ -51,7 +51,6 @@ from typing import Any
 
 import requests
 from eth_account import Account
-from eth_utils import keccak
 from web3 import Web3
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +60,7 @@ from coordinator_indexer.ingest import Indexer, IngestSettings
 from coordinator_indexer.store import Store
 from node.chain.abi import load_abi
 from node.chain.client import CoordinatorClient
-from node.chain.committee import ballot_commitment, sort_items, vote_weight
+from node.chain.committee import ballot_commitment, seated_subjects, sort_items
 from node.chain.deployer import DeployConfig, deploy_coordinator
 from node.chain.events import EventReader
 from node.chain.models import VerdictItem, VerdictState
@@ -71,7 +70,6 @@ from node.local.anvil import DEV_KEYS, start_anvil
 ETHER = 10**18
 ROUND = 3600  # long rounds: a round's blocks never spill into the next one
 FLAG_EVERY = 50  # every 50th peer's batches are flagged by its committee
-_UINT256_MAX = 2**256 - 1
 
 
 def log(message: str) -> None:
@@ -168,42 +166,13 @@ def salt_of(peer: str, round_: int) -> bytes:
 
 
 def seats(
-    beacon: bytes,
-    total: int,
-    k: int,
-    subjects: list[str],
-    weights: dict[str, int],
-    rng: random.Random,
+    beacon: bytes, total: int, k: int, subjects: list[str], weights: dict[str, int]
 ) -> dict[str, list[str]]:
-    """Each attester's seats (subjects, ascending) on the sealed round's committees.
-
-    The seat rule is ``committee.vote_weight``'s; since it costs ~180 us a pair (checksums) and a
-    round has N^2 pairs, the lottery hash is computed here directly (``keccak(abi.encode(beacon,
-    subject, attester)) < (2**256 - 1) // T * (k * w)``) and every seat found, plus a random
-    sample of the pairs without one, is confirmed with ``vote_weight``.
-    """
-    prefix = beacon + bytes(12)
-    words = {s: bytes(12) + bytes.fromhex(s[2:]) for s in subjects}
+    """Each attester's seats (subjects, ascending) on the sealed round's committees, by the seat
+    rule (``committee.seated_subjects``: one threshold per attester, N^2 hashes a round)."""
     out: dict[str, list[str]] = {}
     for attester, weight in weights.items():
-        if weight <= 0:
-            continue
-        if k * weight >= total:  # always seated (never here: k * 1 ETH < T)
-            mine = [s for s in subjects if s != attester]
-        else:
-            threshold = ((_UINT256_MAX // total) * (k * weight)).to_bytes(32, "big")
-            tail = words.get(attester) or bytes(12) + bytes.fromhex(attester[2:])
-            mine = [
-                s for s, word in words.items()
-                if s != attester and keccak(prefix + word + tail) < threshold
-            ]  # fmt: skip
-        for subject in mine:
-            if vote_weight(beacon, total, k, subject, attester, weight) <= 0:
-                raise AssertionError(f"seat of {attester} on {subject} not confirmed")
-        for subject in rng.sample(subjects, min(5, len(subjects))):
-            seated = vote_weight(beacon, total, k, subject, attester, weight) > 0
-            if seated != (subject in mine):
-                raise AssertionError(f"seat rule mismatch for {attester} on {subject}")
+        mine = seated_subjects(beacon, total, k, attester, weight, subjects)
         if mine:
             out[attester] = sorted(mine, key=lambda s: int(s, 16))
     return out
@@ -236,7 +205,6 @@ def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: 
     index = {p: i for i, p in enumerate(peers)}
     flagged = [peers[i] for i in range(n) if i % FLAG_EVERY == 0]
     tally = Tally()
-    rng = random.Random(7)
     swarm.rpc("anvil_autoImpersonateAccount", True)
     settler = peer_addresses(n + 1)[-1]  # any account may seal and settle; not a peer
     swarm.rpc_batch([("anvil_setBalance", [p, hex(1000 * ETHER)]) for p in [*peers, settler]])
@@ -252,7 +220,7 @@ def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: 
         sealed = now - g - 1
         if 1 <= sealed <= rounds:
             swarm.send([swarm.tx(settler, "sealRound", [sealed], 200_000)])
-            txs += _commits(swarm, tally, peers, index, flagged, sealed, k, rng)
+            txs += _commits(swarm, tally, peers, index, flagged, sealed, k)
         if 1 <= now <= rounds:
             txs += [
                 swarm.tx(p, "publishRollouts", [now, digest_of(p, now), 8, 64, claim(i, now)], 150_000)
@@ -287,13 +255,12 @@ def _commits(
     flagged: list[str],
     round_: int,
     k: int,
-    rng: random.Random,
 ) -> list[dict[str, Any]]:
     seal = swarm.client.seal(round_)
     assert seal is not None, f"round {round_} not sealed"
     assert swarm.client.rules_at(round_).committee_size == k
     weights = swarm.weights_at(peers, round_)
-    drawn = seats(seal.beacon, seal.total_weight, k, peers, weights, rng)
+    drawn = seats(seal.beacon, seal.total_weight, k, peers, weights)
     ballots: dict[str, Ballot] = {}
     txs = []
     for attester, subjects in drawn.items():
