@@ -7,7 +7,7 @@ and adds up each node's phase timings from its round reports:
 
 - learning (the baseline, measured in the same run): ``generate`` and ``train``;
 - overhead: ``sign`` (scoring, canonical JSON, EIP-712 signature), ``store`` (put/get),
-  ``chain`` (publication checks, publish, event reads, attest, settle), ``verify`` (fetching
+  ``chain`` (publication checks, publish, event reads, seal, commit, reveal, settle), ``verify`` (fetching
   and re-scoring every peer's batch), ``checkpoint`` (adapter, optimizer and state files).
 
 Prints seconds per phase, the overhead as a share of busy time and as a ratio to learning time,
