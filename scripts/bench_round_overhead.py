@@ -7,8 +7,9 @@ and adds up each node's phase timings from its round reports:
 
 - learning (the baseline, measured in the same run): ``generate`` and ``train``;
 - overhead: ``sign`` (scoring, canonical JSON, EIP-712 signature), ``store`` (put/get),
-  ``chain`` (publication checks, publish, event reads, seal, commit, reveal, settle), ``verify`` (fetching
-  and re-scoring every peer's batch), ``checkpoint`` (adapter, optimizer and state files).
+  ``chain`` (publication checks, publish, event reads, seal, commit, reveal, settle),
+  ``verify`` (fetching and re-scoring the sampled and committee batches), ``checkpoint``
+  (adapter, optimizer and state files).
 
 Prints seconds per phase, the overhead as a share of busy time and as a ratio to learning time,
 against the 5 % target. Time waiting for peers is not busy time (lockstep never waits).
