@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
+from node.chain.events import AgreementPenalized, DisputeSettled, EventReader, FlagResolved
 from node.policy.adapters import AdapterPool
 from node.policy.model import BaseModel, tiny_model
 from node.round.node import SwarmNode
@@ -38,10 +39,16 @@ def node_factory(
     store: LocalStore,
     pool: AdapterPool,
     tmp_path: Path,
-) -> Callable[..., SwarmNode]:
-    """``node_factory(account, name, node_class=SwarmNode, register=True)`` -> a node."""
+) -> Iterator[Callable[..., SwarmNode]]:
+    """``node_factory(account, name, node_class=SwarmNode, register=True)`` -> a node. After the
+    test, no node of the plain SwarmNode class may have lost stake to the dispute game."""
+
+    first_block = chain.w3.eth.block_number + 1
+    honest: set[str] = set()
 
     def make(account: LocalAccount, name: str, **options: object) -> SwarmNode:
+        if options.get("node_class", SwarmNode) is SwarmNode:
+            honest.add(account.address)
         return make_node(
             account,
             client=client_for(account),
@@ -53,7 +60,27 @@ def node_factory(
             **options,  # type: ignore[arg-type]
         )
 
-    return make
+    yield make
+    assert_no_honest_node_lost_stake(chain, honest, first_block)
+
+
+def assert_no_honest_node_lost_stake(chain: ChainControl, honest: set[str], first: int) -> None:
+    """Every scenario ends with no honest node slashed, penalized for an agreement, or losing a
+    flag's bond (whatever the dishonest nodes of the scenario did)."""
+    reader = EventReader(chain.w3, chain.deployment.coordinator)
+    kinds = [DisputeSettled, AgreementPenalized, FlagResolved]
+    head = chain.w3.eth.block_number
+    if head < first:  # nothing happened (or the test replaced the chain)
+        return
+    events = reader.read(first, head, events=kinds)
+    lost = [
+        e
+        for e in events
+        if (isinstance(e, DisputeSettled) and e.slashed and e.subject in honest)
+        or (isinstance(e, AgreementPenalized) and e.attester in honest)
+        or (isinstance(e, FlagResolved) and not e.upheld and e.flagger in honest)
+    ]
+    assert not lost, f"honest nodes lost stake: {lost}"
 
 
 @pytest.fixture
