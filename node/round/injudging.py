@@ -17,6 +17,7 @@ from eth_abi import encode
 from eth_utils import keccak
 
 from node.chain.committee import ballot_commitment, reveal_receipt, vote_weight
+from node.chain.deployer import DeployConfig
 from node.chain.models import Phases, Rules, SealInfo, Verdict, VerdictItem, VerdictState
 from node.chain.reverts import (
     SwarmCoordinatorAlreadyCommitted,
@@ -36,19 +37,11 @@ from node.chain.reverts import (
 )
 from node.round.exchange import RevealedBallot
 
-#: The local swarm's phases: grace 1, commit 2, reveal 2 (J = 5), the deployments' defaults.
-PHASES = Phases(grace_rounds=1, commit_rounds=2, reveal_rounds=2)
-#: The deployments' default rules (no money moves in process; the thresholds and k do count).
-RULES = Rules(
-    from_round=0,
-    flag_bond=10**15,
-    committee_size=64,
-    quorum_bps=5000,
-    floor_bps=3334,
-    slash_bps=1000,
-    reward_bps=5000,
-    tip_bps=500,
-)
+#: The deployments' default phases (grace 1, commit 2, reveal 2: J = 5) and rules (no money moves
+#: in process; the thresholds and k do count), from the one place they are defined.
+_DEFAULTS = DeployConfig()
+PHASES = _DEFAULTS.phases()
+RULES = _DEFAULTS.rules()
 #: Every in-process peer's judging weight.
 WEIGHT = 10**18
 _NO_END = 2**64 - 1
