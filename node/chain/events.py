@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
@@ -137,7 +137,31 @@ class VerdictsCommitted(ChainEvent):
     attester: Address
 
 
-class VerdictRevealed(ChainEvent):
+class _RevealedItem:
+    """What VerdictRevealed and VerdictIgnored share: the item as revealed (a mixin, so both stay
+    direct ChainEvent subclasses for EVENT_TYPES)."""
+
+    if TYPE_CHECKING:  # declared by each event (as pydantic fields)
+        subject: str
+        checked: int
+        agreed: int
+        verified_reward_sum: int
+
+    @property
+    def is_flag(self) -> bool:
+        return self.agreed < self.checked
+
+    def item(self) -> VerdictItem:
+        """The revealed item as the attester passed it."""
+        return VerdictItem(
+            subject=self.subject,
+            checked=self.checked,
+            agreed=self.agreed,
+            verified_reward_sum=self.verified_reward_sum,
+        )
+
+
+class VerdictRevealed(ChainEvent, _RevealedItem):
     event = "VerdictRevealed"
     round: int
     subject: Address
@@ -147,21 +171,8 @@ class VerdictRevealed(ChainEvent):
     verified_reward_sum: int
     weight: int = Field(description="The attester's vote weight on this batch.")
 
-    @property
-    def is_flag(self) -> bool:
-        return self.agreed < self.checked
 
-    def item(self) -> VerdictItem:
-        """The revealed item as the attester passed it."""
-        return VerdictItem(
-            subject=self.subject,
-            checked=self.checked,
-            agreed=self.agreed,
-            verified_reward_sum=self.verified_reward_sum,
-        )
-
-
-class VerdictIgnored(ChainEvent):
+class VerdictIgnored(ChainEvent, _RevealedItem):
     """A revealed item that did not count (the attester held no seat on the subject's committee)."""
 
     event = "VerdictIgnored"
@@ -171,19 +182,6 @@ class VerdictIgnored(ChainEvent):
     checked: int
     agreed: int
     verified_reward_sum: int
-
-    @property
-    def is_flag(self) -> bool:
-        return self.agreed < self.checked
-
-    def item(self) -> VerdictItem:
-        """The revealed item as the attester passed it."""
-        return VerdictItem(
-            subject=self.subject,
-            checked=self.checked,
-            agreed=self.agreed,
-            verified_reward_sum=self.verified_reward_sum,
-        )
 
 
 class DisputeSettled(ChainEvent):
