@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
+TrainingPrecision = Literal["auto", "float32", "bfloat16"]
+"""Matrix products of the GRPO update (node.policy.precision)."""
+
 
 class ConfigError(ValueError):
     """The configuration file is missing, not TOML, or invalid; the message lists each problem."""
@@ -136,7 +139,18 @@ class TrainingSettings(_Section):
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
     beta: float = Field(0.0, ge=0, description="KL penalty weight against the base; 0 = none.")
     micro_batch_size: int = Field(
-        8, ge=1, description="Sequences per forward/backward pass (lower it to save memory)."
+        16, ge=1, description="Completions per forward/backward pass (lower it to save memory)."
+    )
+    precision: TrainingPrecision = Field(
+        "auto",
+        description="Matrix products of the GRPO update: 'auto' = bfloat16 autocast where the "
+        "CPU has native bf16 (AMX or AVX512-BF16), else float32; 'float32' turns it off. "
+        "Sampling is always float32.",
+    )
+    share_prompts: bool = Field(
+        True,
+        description="Run each group's prompt once for its completions in the GRPO update "
+        "(false: every completion as a full sequence; same result, several times the work).",
     )
     seed: int = Field(
         0, ge=0, description="Seeds the adapter's initialisation, sampling and group selection."

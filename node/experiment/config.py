@@ -62,6 +62,11 @@ class ExperimentConfig:
     strategy: str = "uniform"
     window: int = 5
     threads: int = 2
+    precision: str = "auto"
+    batch_nodes: bool = True
+    share_prompts: bool = True
+    eval_every: int = 0
+    eval_tasks: int = 200
 
     def __post_init__(self) -> None:
         if self.exchange not in EXCHANGES:
@@ -106,6 +111,8 @@ class ExperimentConfig:
                     "lora_rank": self.lora_rank,
                     "lora_alpha": 2 * self.lora_rank,
                     "seed": unit.seed * 1000 + index,
+                    "precision": self.precision,
+                    "share_prompts": self.share_prompts,
                 },
             },
         )

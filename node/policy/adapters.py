@@ -15,19 +15,34 @@ then ``add_adapter`` for every further node. Exactly one adapter is active at a 
 Only the active adapter's parameters require gradients; the base's never do. Each node's
 optimizer holds that node's adapter parameters only, in a fixed order (sorted by name) so its
 state can be checkpointed and restored. A new adapter starts as the base (LoRA's B is zero).
-Not thread-safe: activate adapters from one thread.
+
+Several adapters can also share one forward pass, each batch row through its own adapter (the
+S-LoRA / Punica idea), so that several in-process nodes generate and train together:
+
+    with pool.rows(["alice", "alice", "bob", None], trainable=True) as routing:
+        out = pool.model(input_ids)            # rows 0-1 alice, row 2 bob, row 3 the base
+        routing.select([0, 2])                 # the batch lost rows 1 and 3 (e.g. they stopped)
+
+For the block each LoRA layer's forward is ``RowAdapters.forward``: the frozen base's product once
+for all rows, then each run of consecutive rows with one adapter adds that adapter's low-rank
+product. With ``trainable=True`` every named adapter takes gradients, so one backward pass fills
+each node's gradients; each node's optimizer then steps its own.
+Not thread-safe: activate adapters and route rows from one thread.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
 from transformers import PreTrainedModel
 
 from node.policy.model import BaseModel
@@ -79,6 +94,47 @@ class OptimizerSettings:
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
     eps: float = 1e-8
+
+
+class RowAdapters:
+    """Which adapter each row of the next forward passes goes through (``AdapterPool.rows``).
+
+    Rows are handled as runs of consecutive rows with the same adapter (Punica's "segments"):
+    each LoRA layer adds each run's low-rank product to the base's output in place, so rows of
+    one adapter should be kept together.
+    """
+
+    def __init__(self, names: Sequence[str | None]) -> None:
+        self.set(names)
+
+    def set(self, names: Sequence[str | None]) -> None:
+        """Routes the next passes' rows to ``names`` (None: the base alone)."""
+        self.names = list(names)
+        self.segments: list[tuple[str, int, int]] = []  # (adapter, first row, end row)
+        for row, name in enumerate(self.names):
+            if name is None:
+                continue
+            if self.segments and self.segments[-1][0] == name and self.segments[-1][2] == row:
+                self.segments[-1] = (name, self.segments[-1][1], row + 1)
+            else:
+                self.segments.append((name, row, row + 1))
+
+    def select(self, rows: Sequence[int]) -> None:
+        """Keeps the routing of ``rows`` only, in that order (the batch was narrowed to them)."""
+        self.set([self.names[i] for i in rows])
+
+    def forward(self, layer: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """``layer``'s output (a peft LoRA linear): the base's, plus each run's adapter."""
+        if len(self.names) != x.shape[0]:
+            raise ValueError(f"{x.shape[0]} rows in the batch, {len(self.names)} routed")
+        result = layer.base_layer(x, *args, **kwargs)
+        for name, first, end in self.segments:
+            if name not in layer.lora_A:
+                continue
+            rows = x[first:end].to(layer.lora_A[name].weight.dtype)
+            lora = layer.lora_B[name](layer.lora_A[name](layer.lora_dropout[name](rows)))
+            result[first:end] += (lora * layer.scaling[name]).to(result.dtype)
+        return result
 
 
 class AdapterPool:
@@ -150,6 +206,31 @@ class AdapterPool:
             yield self.model
         finally:
             self.model.set_adapter(previous)
+
+    @contextmanager
+    def rows(
+        self, names: Sequence[str | None], *, trainable: bool = False
+    ) -> Iterator[RowAdapters]:
+        """Routes each batch row of ``self.model``'s forward passes through its own adapter
+        (``None``: the base alone) until the block ends. With ``trainable`` the named adapters'
+        parameters take gradients meanwhile; requires_grad flags are restored after."""
+        routing = RowAdapters(names)
+        adapters = sorted({n for n in names if n})
+        params = [p for n in adapters for p in self.adapter_parameters(n).values()]
+        flags = [p.requires_grad for p in params]
+        layers = [m for m in self.model.modules() if isinstance(m, LoraLayer)]
+        try:
+            for layer in layers:
+                # an instance attribute shadows the class's forward until deleted
+                layer.forward = functools.partial(routing.forward, layer)
+            for p in params:
+                p.requires_grad_(trainable)
+            yield routing
+        finally:
+            for layer in layers:
+                layer.__dict__.pop("forward", None)
+            for p, flag in zip(params, flags, strict=True):
+                p.requires_grad_(flag)
 
     @contextmanager
     def reference(self) -> Iterator[PreTrainedModel]:

@@ -27,12 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.cache_utils import DynamicLayer
 
 from node.learning_data import FinishReason, GeneratedCompletion, GeneratedGroup, Message
+from node.policy.adapters import RowAdapters
 from node.policy.model import encode_prompts, stop_token_ids
+from node.policy.prefill import prefill
 
 
 @dataclass(frozen=True)
@@ -114,11 +118,55 @@ def generate_from_ids(
 
     ``stop_ids`` replaces ``stop_token_ids(tokenizer, model)``; an empty list never stops early.
     """
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    request = GenerationRequest(prompt_ids, seed)
+    (result,) = generate_together(
+        model,
+        tokenizer,
+        [request],
+        num_completions=num_completions,
+        sampling=sampling,
+        stop_ids=stop_ids,
+    )
+    return result
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One node's share of a batched generation: its prompts, its sampling seed, its adapter."""
+
+    prompt_ids: Sequence[Sequence[int]]
+    seed: int
+    adapter: str | None = None
+    """The adapter its rows go through when ``routing`` is given (None: the base alone)."""
+
+
+def generate_together(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    requests: Sequence[GenerationRequest],
+    *,
+    num_completions: int,
+    sampling: SamplingConfig,
+    routing: RowAdapters | None = None,
+    stop_ids: Sequence[int] | None = None,
+) -> list[list[list[GeneratedCompletion]]]:
+    """Completions for several requests in shared forward passes: per request, per prompt.
+
+    With ``routing`` (``AdapterPool.rows``) each row goes through its request's adapter;
+    without, through whatever adapter is active. Each request samples with its own generator
+    seeded by its ``seed``, so its draws never depend on another request's.
+    """
     if num_completions < 1:
         raise ValueError(f"num_completions must be at least 1, got {num_completions}")
-    _check_lengths(model, prompt_ids, sampling.max_new_tokens)
-    if not prompt_ids:
-        return []
+    prompts = [(k, list(ids)) for k, request in enumerate(requests) for ids in request.prompt_ids]
+    _check_lengths(model, [ids for _, ids in prompts], sampling.max_new_tokens)
+    results: list[list[list[GeneratedCompletion]]] = [
+        [[] for _ in request.prompt_ids] for request in requests
+    ]
+    if not prompts:
+        return results
     device = next(model.parameters()).device
     if stop_ids is None:
         stop_ids = stop_token_ids(tokenizer, model)
@@ -126,33 +174,41 @@ def generate_from_ids(
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    if seed is None:
-        seed = int(torch.randint(0, 2**62, (1,)).item())
-    generator = torch.Generator(device=device)
-    generator.manual_seed(seed)
+    generators = []
+    for request in requests:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(request.seed)
+        generators.append(generator)
+    slot = [(k, i) for k, request in enumerate(requests) for i in range(len(request.prompt_ids))]
 
-    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i][1]))
     per_chunk = max(1, sampling.max_batch_sequences // num_completions)
-    results: list[list[GeneratedCompletion]] = [[] for _ in prompt_ids]
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
             for start in range(0, len(order), per_chunk):
-                chunk = order[start : start + per_chunk]
+                # by request within a chunk: one run of rows per adapter (``RowAdapters``)
+                chunk = sorted(order[start : start + per_chunk], key=lambda i: prompts[i][0])
+                owners = [prompts[i][0] for i in chunk]
+                if routing is not None:
+                    routing.set([requests[k].adapter for k in owners])
                 rows, reasons = _decode_chunk(
                     model,
-                    [prompt_ids[i] for i in chunk],
+                    [prompts[i][1] for i in chunk],
+                    owners,
                     num_completions,
                     sampling,
                     stops,
                     pad_id,
-                    generator,
+                    generators,
+                    routing,
                 )
                 for offset, index in enumerate(chunk):
+                    k, i = slot[index]
                     for g in range(num_completions):
                         row = offset * num_completions + g
-                        results[index].append(_completion(tokenizer, rows[row], reasons[row]))
+                        results[k][i].append(_completion(tokenizer, rows[row], reasons[row]))
     finally:
         model.train(was_training)
     return results
@@ -160,38 +216,31 @@ def generate_from_ids(
 
 def _decode_chunk(
     model: PreTrainedModel,
-    prompts: list[Sequence[int]],
+    prompts: list[list[int]],
+    owners: list[int],
     group: int,
     sampling: SamplingConfig,
     stops: torch.Tensor,
     pad_id: int,
-    generator: torch.Generator,
+    generators: list[torch.Generator],
+    routing: RowAdapters | None,
 ) -> tuple[list[list[int]], list[FinishReason]]:
-    """Prefills ``prompts`` once, then decodes ``group`` sequences per prompt together."""
+    """Prefills ``prompts`` once, then decodes ``group`` sequences per prompt together; the
+    sequences of prompt ``i`` sample with ``generators[owners[i]]``."""
     device = stops.device
     width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)  # (P, T)
-    mask = torch.zeros_like(ids)  # (P, T)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt) :] = torch.tensor(list(prompt), device=device)
-        mask[row, width - len(prompt) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (P, T)
 
-    # -- prefill: each prompt once; keep only the last position's logits
-    cache = DynamicCache(config=model.config)
-    out = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=positions,
-        cache=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    # -- prefill: each prompt once, common prefixes once (node.policy.prefill)
+    cache = preallocated_cache(model, width + sampling.max_new_tokens)
+    start = prefill(model, prompts, pad_id, cache, routing, owners)
     # -- share it: repeat cache, logits, mask and positions G times along the batch
     cache.batch_repeat_interleave(group)
-    logits = out.logits[:, -1, :].repeat_interleave(group, dim=0)  # (N, V), N = P * G
-    mask = mask.repeat_interleave(group, dim=0)  # (N, T)
-    next_position = positions[:, -1].repeat_interleave(group) + 1  # (N,)
+    logits = start.logits.repeat_interleave(group, dim=0)  # (N, V), N = P * G
+    mask = start.mask.repeat_interleave(group, dim=0)  # (N, T)
+    next_position = start.next_position.repeat_interleave(group)  # (N,)
+    owner = torch.tensor(owners).repeat_interleave(group)  # (N,) request of each row
+    if routing is not None:
+        routing.select([row for row in range(len(prompts)) for _ in range(group)])
 
     count = logits.shape[0]
     tokens_out = torch.full((count, sampling.max_new_tokens), pad_id, dtype=torch.long)  # (N, L)
@@ -201,7 +250,7 @@ def _decode_chunk(
 
     # -- decode: one token per step for the live sequences; drop those that stopped
     for step in range(sampling.max_new_tokens):
-        tokens = _sample(logits, sampling, generator)  # (n,)
+        tokens = _sample_per_owner(logits, owner[alive], generators, sampling)  # (n,)
         tokens_cpu = tokens.cpu()
         tokens_out[alive, step] = tokens_cpu
         ended = torch.isin(tokens, stops).cpu()  # (n,)
@@ -216,6 +265,8 @@ def _decode_chunk(
             cache.batch_select_indices(keep_device)
             mask, next_position = mask[keep_device], next_position[keep_device]
             tokens = tokens[keep_device]
+            if routing is not None:
+                routing.select(keep.tolist())
         if step + 1 == sampling.max_new_tokens:
             break
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=-1)  # (n, T + step + 1)
@@ -232,6 +283,84 @@ def _decode_chunk(
     rows = [tokens_out[i, : lengths[i]].tolist() for i in range(count)]
     reasons: list[FinishReason] = ["stop" if s else "length" for s in stopped.tolist()]
     return rows, reasons
+
+
+class _PreallocatedLayer(DynamicLayer):
+    """A key/value cache layer written into buffers of the final length: a decode step writes
+    its token in place instead of copying the whole cache (``torch.cat``) as ``DynamicLayer``
+    does; ``keys``/``values`` are views of the filled part."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        used = self.get_seq_length()
+        end = used + key_states.shape[-2]
+        if self._buffers is None or end > self._buffers[0].shape[-2]:
+            self._buffers = tuple(
+                self._grown(old, new, max(end, self.capacity))
+                for old, new in ((self.keys, key_states), (self.values, value_states))
+            )
+        keys, values = self._buffers
+        keys[..., used:end, :] = key_states
+        values[..., used:end, :] = value_states
+        self.keys, self.values = keys[..., :end, :], values[..., :end, :]
+        return self.keys, self.values
+
+    @staticmethod
+    def _grown(old: torch.Tensor, new: torch.Tensor, length: int) -> torch.Tensor:
+        shape = (*new.shape[:-2], length, new.shape[-1])
+        buffer = new.new_empty(shape)
+        if old.numel():
+            buffer[..., : old.shape[-2], :] = old
+        return buffer
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self._buffers is not None:
+            self._reindex(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self._buffers is not None:
+            self._reindex(lambda t: t[indices, ...])
+
+    def _reindex(self, fn: Any) -> None:
+        used = self.get_seq_length()
+        self._buffers = (fn(self._buffers[0]), fn(self._buffers[1]))
+        self.keys, self.values = self._buffers[0][..., :used, :], self._buffers[1][..., :used, :]
+
+
+def preallocated_cache(model: PreTrainedModel, capacity: int) -> DynamicCache:
+    """A ``DynamicCache`` for ``model`` whose full-attention layers hold ``capacity`` positions
+    from the start (other kinds of layer, e.g. sliding windows, are left as they are)."""
+    cache = DynamicCache(config=model.config)
+    cache.layers = [
+        _PreallocatedLayer(capacity) if type(layer) is DynamicLayer else layer
+        for layer in cache.layers
+    ]
+    return cache
+
+
+def _sample_per_owner(
+    logits: torch.Tensor,
+    owner: torch.Tensor,
+    generators: list[torch.Generator],
+    sampling: SamplingConfig,
+) -> torch.Tensor:
+    """One token per row of ``logits`` (n, V), each request's rows drawn with its generator."""
+    if len(generators) == 1:
+        return _sample(logits, sampling, generators[0])
+    tokens = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)  # (n,)
+    for k, generator in enumerate(generators):
+        rows = (owner == k).nonzero().squeeze(-1).to(logits.device)  # (n_k,)
+        if rows.numel():
+            tokens[rows] = _sample(logits[rows], sampling, generator)
+    return tokens
 
 
 def _sample(

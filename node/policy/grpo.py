@@ -74,8 +74,10 @@ from node.learning_data import (
     StepMetrics,
     TrainedCompletion,
 )
-from node.policy.adapters import OptimizerSettings
+from node.policy.adapters import OptimizerSettings, RowAdapters
 from node.policy.model import encode_prompts, end_of_turn_id
+from node.policy.precision import TrainingPrecision, resolve_precision, training_autocast
+from node.policy.prompt_sharing import TokenizedGroup, shared_prompt_hidden
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,16 @@ class GRPOConfig(BaseModel):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this norm.")
     temperature: float = Field(
         1.0, gt=0, description="Sampling temperature: logits are divided by it for log-probs."
+    )
+    share_prompts: bool = Field(
+        True,
+        description="Run each group's prompt once for its completions (False: every completion "
+        "as a full prompt + completion sequence; same result, ~3x the work at G = 4).",
+    )
+    precision: TrainingPrecision = Field(
+        "auto",
+        description="Matrix products of the update: 'auto' (bfloat16 autocast where the CPU has "
+        "native bf16: AMX or AVX512-BF16), 'bfloat16' or 'float32'. Sampling is always fp32.",
     )
 
 
@@ -176,9 +188,9 @@ def tokenize_groups(
     """One ``TokenizedCompletion`` per completion, group by group."""
     sequences = []
     for group, group_adv in zip(groups, advantages, strict=True):
-        prompt = prompt_token_ids(group.prompt, tokenizer)
-        for answer, advantage in zip(group.completions, group_adv.tolist(), strict=True):
-            completion = completion_token_ids(answer, tokenizer, max_completion_tokens)
+        tokenized = tokenize_group(group, group_adv, tokenizer, max_completion_tokens)
+        prompt = tokenized.prompt_ids
+        for completion, advantage in zip(tokenized.completions, tokenized.advantages, strict=True):
             sequences.append(TokenizedCompletion(prompt + completion, len(prompt), advantage))
     return sequences
 
@@ -312,14 +324,315 @@ def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 
 @dataclass
-class _Pass:
-    """Totals of one pass over the micro-batches."""
+class TrainShare:
+    """One node's part of a joint update (``train_together``)."""
 
+    groups: Sequence[ScoredGroup]
+    optimizer: torch.optim.Optimizer
+    adapter: str | None = None
+    """Its adapter's name in the ``routing`` of the joint update."""
+
+
+@dataclass
+class _Prepared:
+    """A share's groups with signal, tokenised, and its totals for the current pass."""
+
+    share: TrainShare
+    mean_reward: float
+    groups: list[TokenizedGroup]
+    num_tokens: int
     loss: float = 0.0
     clipped_tokens: int = 0
     kl_sum: float = 0.0
     grad_norm: float = 0.0
     stepped: bool = False
+
+    def begin_pass(self) -> None:
+        self.loss, self.clipped_tokens, self.kl_sum = 0.0, 0, 0.0
+        self.share.optimizer.zero_grad(set_to_none=True)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One forward/backward pass: whole groups of one or more shares."""
+
+    owners: list[int]  # share index of each group
+    groups: list[TokenizedGroup]
+    token_owner: Tensor  # (N,) share index of each completion token
+    token_advantages: Tensor  # (N,)
+
+
+def tokenize_group(
+    group: ScoredGroup,
+    advantages: Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    max_completion_tokens: int,
+) -> TokenizedGroup:
+    """The group's prompt and completion ids (the module docstring's rules)."""
+    return TokenizedGroup(
+        prompt_ids=prompt_token_ids(group.prompt, tokenizer),
+        completions=[
+            completion_token_ids(c, tokenizer, max_completion_tokens) for c in group.completions
+        ],
+        advantages=advantages.tolist(),
+    )
+
+
+def pack_micro_batches(
+    items: Sequence[tuple[int, TokenizedGroup]], max_sequences: int, device: torch.device
+) -> list[_Batch]:
+    """Whole groups in order, at most ``max_sequences`` completions per pass (a larger group
+    goes alone)."""
+    batches: list[_Batch] = []
+    current: list[tuple[int, TokenizedGroup]] = []
+
+    def close() -> None:
+        owners = [owner for owner, _ in current]
+        groups = [group for _, group in current]
+        lengths = [len(c) for g in groups for c in g.completions]
+        per_completion = [(o, a) for o, g in current for a in g.advantages]
+        batches.append(
+            _Batch(
+                owners=owners,
+                groups=groups,
+                token_owner=torch.tensor(
+                    [o for (o, _), n in zip(per_completion, lengths) for _ in range(n)],
+                    dtype=torch.long,
+                    device=device,
+                ),
+                token_advantages=torch.tensor(
+                    [a for (_, a), n in zip(per_completion, lengths) for _ in range(n)],
+                    dtype=torch.float32,
+                    device=device,
+                ),
+            )
+        )
+        current.clear()
+
+    for item in items:
+        size = sum(len(g.completions) for _, g in current)
+        if current and size + len(item[1].completions) > max_sequences:
+            close()
+        current.append(item)
+    if current:
+        close()
+    return batches
+
+
+def train_together(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    config: GRPOConfig,
+    shares: Sequence[TrainShare],
+    *,
+    routing: RowAdapters | None = None,
+) -> list[StepMetrics]:
+    """One GRPO update for each share, in shared forward and backward passes.
+
+    With ``routing`` (``AdapterPool.rows(..., trainable=True)``) each share's rows go through its
+    own adapter; without it there must be one share, trained through the active adapter. The
+    loss is the sum of the shares' losses, each divided by its own token count; their
+    parameters are disjoint, so each share's gradient, clipping and optimizer step are what they
+    would be alone (a test checks it).
+    """
+    if routing is None and len(shares) != 1:
+        raise ValueError("several shares train together only with a routing of their adapters")
+    if routing is not None and any(share.adapter is None for share in shares):
+        raise ValueError("with a routing, every share names its adapter")
+    _check_logits_are_plain(model)
+    started = time.perf_counter()
+    prepared = [_prepare(share, tokenizer, config) for share in shares]
+    items = [(k, g) for k, p in enumerate(prepared) for g in p.groups]
+    if not items:
+        log.info("GRPO step skipped: no group has distinct rewards")
+        return [_skipped(p.mean_reward, started) for p in prepared]
+    device = next(model.parameters()).device
+    batches = pack_micro_batches(items, config.micro_batch_size, device)
+    forward = _Forward(model, tokenizer, config, routing, [s.adapter for s in shares], device)
+
+    # --- fixed log-probs: old policy (for clipping in later iterations), base model (for KL)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        old_logps = [forward(b) for b in batches] if config.num_iterations > 1 else None
+        ref_logps = [forward(b, reference=True) for b in batches] if config.beta > 0 else None
+
+    # --- iterations: accumulate micro-batch gradients, clip each share's, step each share
+    model.train()
+    try:
+        for _ in range(config.num_iterations):
+            _iteration(forward, config, prepared, batches, old_logps, ref_logps)
+    finally:
+        model.train(was_training)
+    return [_metrics(p, ref_logps is not None, started) for p in prepared]
+
+
+class _Forward:
+    """Per-token log-probs of a micro-batch under the routed adapters (or the base)."""
+
+    def __init__(
+        self,
+        model: PeftModel,
+        tokenizer: PreTrainedTokenizerBase,
+        config: GRPOConfig,
+        routing: RowAdapters | None,
+        adapters: list[str | None],
+        device: torch.device,
+    ) -> None:
+        self.model, self.config, self.routing, self.adapters = model, config, routing, adapters
+        self.pad_id = tokenizer.pad_token_id
+        self.autocast = resolve_precision(config.precision, device)
+        self.device = device
+
+    def __call__(self, batch: _Batch, *, reference: bool = False) -> Tensor:
+        adapters = [None if reference else self.adapters[o] for o in batch.owners]
+        with training_autocast(self.autocast, self.device):
+            if reference and self.routing is None:
+                with self.model.disable_adapter():  # the base model, no second copy
+                    hidden, targets = self._hidden(batch.groups, adapters)
+            else:
+                hidden, targets = self._hidden(batch.groups, adapters)
+            return chosen_token_logprobs(
+                hidden,
+                targets,
+                self.model.get_output_embeddings(),
+                chunk_tokens=self.config.logprob_chunk_tokens,
+                temperature=self.config.temperature,
+            )
+
+    def _hidden(
+        self, groups: list[TokenizedGroup], adapters: list[str | None]
+    ) -> tuple[Tensor, Tensor]:
+        if self.config.share_prompts:
+            return shared_prompt_hidden(
+                self.model, groups, self.pad_id, adapters=adapters, routing=self.routing
+            )
+        sequences = [
+            TokenizedCompletion(g.prompt_ids + c, len(g.prompt_ids), a)
+            for g in groups
+            for c, a in zip(g.completions, g.advantages, strict=True)
+        ]
+        if self.routing is not None:
+            self.routing.set([a for g, a in zip(groups, adapters) for _ in g.completions])
+        batch = collate(sequences, self.pad_id, self.device)
+        decoder = self.model.get_decoder()
+        hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]
+        return hidden[:, :-1][batch.target_mask], batch.input_ids[:, 1:][batch.target_mask]
+
+
+def _prepare(
+    share: TrainShare, tokenizer: PreTrainedTokenizerBase, config: GRPOConfig
+) -> _Prepared:
+    """Advantages within each group; groups without signal dropped; the rest tokenised."""
+    rewards = [r for g in share.groups for r in g.rewards]
+    groups = []
+    for group in share.groups:
+        advantages = group_advantages(
+            torch.tensor(group.rewards, dtype=torch.float32),
+            scale=config.scale_rewards,
+            eps=config.advantage_epsilon,
+        )
+        if bool(advantages.any()):
+            groups.append(
+                tokenize_group(group, advantages, tokenizer, config.max_completion_tokens)
+            )
+    return _Prepared(
+        share=share,
+        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+        groups=groups,
+        num_tokens=sum(g.num_tokens for g in groups),
+    )
+
+
+def _iteration(
+    forward: _Forward,
+    config: GRPOConfig,
+    prepared: list[_Prepared],
+    batches: list[_Batch],
+    old_logps: list[Tensor] | None,
+    ref_logps: list[Tensor] | None,
+) -> None:
+    """One pass over the micro-batches, then one optimizer step per share."""
+    active = [p for p in prepared if p.groups]
+    for p in active:
+        p.begin_pass()
+    divisors = torch.tensor([max(p.num_tokens, 1) for p in prepared], dtype=torch.float32)
+    for i, batch in enumerate(batches):
+        logp = forward(batch)  # (N,)
+        old_logp = old_logps[i] if old_logps is not None else logp.detach()
+        per_token, was_clipped = clipped_surrogate(
+            logp,
+            old_logp,
+            batch.token_advantages,
+            eps_low=config.epsilon_low,
+            eps_high=config.epsilon_high,
+        )
+        owner, count = batch.token_owner, len(prepared)
+        kl_sums = [0.0] * count
+        if ref_logps is not None:
+            kl = k3_kl(logp, ref_logps[i])  # (N,)
+            per_token = per_token + config.beta * kl
+            kl_sums = _per_share(count, owner, kl)
+        per_token = per_token / divisors.to(per_token.device)[owner]  # token mean per share
+        per_token.sum().backward()
+        losses = _per_share(count, owner, per_token)
+        clipped = _per_share(count, owner, was_clipped.float())
+        for p, loss, clips, kl_sum in zip(prepared, losses, clipped, kl_sums, strict=True):
+            p.loss += loss
+            p.clipped_tokens += round(clips)
+            p.kl_sum += kl_sum
+    for p in active:
+        _optimizer_step(p, config.max_grad_norm)
+
+
+def _per_share(count: int, owner: Tensor, values: Tensor) -> list[float]:
+    """Sums of ``values`` (N,) by share (``owner``, N,): one per share."""
+    sums = torch.zeros(count, dtype=torch.float64)
+    return sums.index_add_(0, owner.cpu(), values.detach().double().cpu()).tolist()
+
+
+def _optimizer_step(p: _Prepared, max_grad_norm: float) -> None:
+    """Clips the share's gradient to ``max_grad_norm`` and steps its optimizer."""
+    params = [x for group in p.share.optimizer.param_groups for x in group["params"]]
+    p.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    if not math.isfinite(p.grad_norm):
+        log.warning("GRPO optimizer step skipped: the gradient norm is %s", p.grad_norm)
+        p.share.optimizer.zero_grad(set_to_none=True)
+        return
+    p.share.optimizer.step()
+    p.stepped = True
+
+
+def _metrics(p: _Prepared, with_kl: bool, started: float) -> StepMetrics:
+    if not p.groups:
+        return _skipped(p.mean_reward, started)
+    return StepMetrics(
+        loss=p.loss,
+        mean_reward=p.mean_reward,
+        clip_fraction=p.clipped_tokens / p.num_tokens,
+        kl=p.kl_sum / p.num_tokens if with_kl else None,
+        grad_norm=p.grad_norm,
+        num_tokens=p.num_tokens,
+        num_sequences=sum(len(g.completions) for g in p.groups),
+        num_groups=len(p.groups),
+        skipped=not p.stepped,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _skipped(mean_reward: float, started: float) -> StepMetrics:
+    return StepMetrics(
+        loss=0.0,
+        mean_reward=mean_reward,
+        clip_fraction=0.0,
+        kl=None,
+        grad_norm=0.0,
+        num_tokens=0,
+        num_sequences=0,
+        num_groups=0,
+        skipped=True,
+        seconds=time.perf_counter() - started,
+    )
 
 
 class GRPOTrainer:
@@ -359,126 +672,6 @@ class GRPOTrainer:
 
     def step(self, groups: Sequence[ScoredGroup]) -> StepMetrics:
         """One update (``num_iterations`` optimizer steps) on the given groups."""
-        cfg, started = self.config, time.perf_counter()
-        all_rewards = [r for g in groups for r in g.rewards]
-        mean_reward = sum(all_rewards) / len(all_rewards) if all_rewards else 0.0
-
-        # --- advantages: normalised within each group; groups without signal are dropped
-        advantages = [
-            group_advantages(
-                torch.tensor(g.rewards, dtype=torch.float32),
-                scale=cfg.scale_rewards,
-                eps=cfg.advantage_epsilon,
-            )
-            for g in groups
-        ]
-        kept = [(g, a) for g, a in zip(groups, advantages, strict=True) if bool(a.any())]
-        if not kept:
-            log.info("GRPO step skipped: no group has distinct rewards")
-            return self._skipped(mean_reward, started)
-
-        # --- tokens: own samples as sampled, texts tokenised once with this node's tokenizer
-        sequences = tokenize_groups(
-            [g for g, _ in kept], [a for _, a in kept], self.tokenizer, cfg.max_completion_tokens
-        )
-        device = next(self.model.parameters()).device
-        pad_id = self.tokenizer.pad_token_id
-        batches = [
-            collate(sequences[i : i + cfg.micro_batch_size], pad_id, device)
-            for i in range(0, len(sequences), cfg.micro_batch_size)
-        ]
-        num_tokens = sum(b.num_tokens for b in batches)
-
-        # --- fixed log-probs: old policy (for clipping in later iterations), base model (for KL)
-        was_training = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            old_logps = [self._logprobs(b) for b in batches] if cfg.num_iterations > 1 else None
-            ref_logps = None
-            if cfg.beta > 0:
-                with self.model.disable_adapter():  # the base model, no second copy
-                    ref_logps = [self._logprobs(b) for b in batches]
-
-        # --- iterations: accumulate micro-batch gradients, clip, step
-        self.model.train()
-        try:
-            passes = [
-                self._iteration(batches, num_tokens, old_logps, ref_logps)
-                for _ in range(cfg.num_iterations)
-            ]
-        finally:
-            self.model.train(was_training)
-        last = passes[-1]
-        return StepMetrics(
-            loss=last.loss,
-            mean_reward=mean_reward,
-            clip_fraction=last.clipped_tokens / num_tokens,
-            kl=last.kl_sum / num_tokens if ref_logps is not None else None,
-            grad_norm=last.grad_norm,
-            num_tokens=num_tokens,
-            num_sequences=len(sequences),
-            num_groups=len(kept),
-            skipped=not any(p.stepped for p in passes),
-            seconds=time.perf_counter() - started,
-        )
-
-    def _iteration(
-        self,
-        batches: list[MicroBatch],
-        num_tokens: int,
-        old_logps: list[Tensor] | None,
-        ref_logps: list[Tensor] | None,
-    ) -> _Pass:
-        """One pass over the micro-batches, then one optimizer step."""
-        cfg, totals = self.config, _Pass()
-        self.optimizer.zero_grad(set_to_none=True)
-        for i, batch in enumerate(batches):
-            logp = self._logprobs(batch)  # (N,)
-            old_logp = old_logps[i] if old_logps is not None else logp.detach()
-            per_token, was_clipped = clipped_surrogate(
-                logp,
-                old_logp,
-                batch.token_advantages,
-                eps_low=cfg.epsilon_low,
-                eps_high=cfg.epsilon_high,
-            )
-            if ref_logps is not None:
-                kl = k3_kl(logp, ref_logps[i])  # (N,)
-                per_token = per_token + cfg.beta * kl
-                totals.kl_sum += float(kl.detach().sum())
-            loss = per_token.sum() / num_tokens  # token-level mean over the whole batch
-            loss.backward()
-            totals.loss += float(loss.detach())
-            totals.clipped_tokens += int(was_clipped.sum())
-
-        # --- optimizer step on the adapter only
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        totals.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-        if not math.isfinite(totals.grad_norm):
-            log.warning("GRPO optimizer step skipped: the gradient norm is %s", totals.grad_norm)
-            self.optimizer.zero_grad(set_to_none=True)
-            return totals
-        self.optimizer.step()
-        totals.stepped = True
-        return totals
-
-    def _logprobs(self, batch: MicroBatch) -> Tensor:
-        cfg = self.config
-        return completion_logprobs(
-            self.model, batch, chunk_tokens=cfg.logprob_chunk_tokens, temperature=cfg.temperature
-        )
-
-    @staticmethod
-    def _skipped(mean_reward: float, started: float) -> StepMetrics:
-        return StepMetrics(
-            loss=0.0,
-            mean_reward=mean_reward,
-            clip_fraction=0.0,
-            kl=None,
-            grad_norm=0.0,
-            num_tokens=0,
-            num_sequences=0,
-            num_groups=0,
-            skipped=True,
-            seconds=time.perf_counter() - started,
-        )
+        share = TrainShare(groups, self.optimizer)
+        (metrics,) = train_together(self.model, self.tokenizer, self.config, [share])
+        return metrics

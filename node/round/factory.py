@@ -38,6 +38,8 @@ def learner_settings(config: NodeConfig) -> LearnerSettings:
             beta=training.beta,
             micro_batch_size=training.micro_batch_size,
             max_completion_tokens=generation.max_new_tokens,
+            precision=training.precision,
+            share_prompts=training.share_prompts,
         ),
         lora=LoraSettings(rank=training.lora_rank, alpha=training.lora_alpha),
         optimizer=OptimizerSettings(lr=training.learning_rate),

@@ -3,6 +3,12 @@
 A thin seam over ``node.policy``: one node's LoRA adapter and optimizer in an :class:`AdapterPool`
 (shared with other in-process nodes in the local swarm, or alone in ``swarm run``), its sampler
 settings and its GRPO settings. Nothing here knows the chain or the store.
+
+A learner's ``generate`` and ``train`` are calls (:class:`GenerateCall`, :class:`TrainCall`) that
+``run_calls`` executes. With a ``rendezvous`` (``node.round.rendezvous``, set by the lockstep
+runner) the calls of several in-process nodes meet there and ``run_calls`` runs those over one
+pool with equal settings in shared forward passes, each row through its node's adapter
+(``AdapterPool.rows``); each node still samples with its own seed and steps its own optimizer.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from transformers import PreTrainedTokenizerBase
 from node.learning_data import GeneratedGroup, ScoredGroup, StepMetrics
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.checkpoint import CheckpointInfo, load_checkpoint, save_checkpoint
-from node.policy.generation import SamplingConfig, generate_groups
-from node.policy.grpo import GRPOConfig, GRPOTrainer
+from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
+from node.policy.grpo import GRPOConfig, GRPOTrainer, TrainShare, train_together
+from node.policy.model import encode_prompts
+from node.round.rendezvous import Rendezvous
 from node.tasks import TaskItem, build_messages
 
 
@@ -58,6 +66,7 @@ class Learner:
         self.settings = settings
         # With several nodes in one process the global RNG is everybody's: leave it alone.
         self.shared = shared
+        self.rendezvous: Rendezvous | None = None
         if name not in pool:
             pool.add(
                 name, settings.lora, settings.optimizer, seed=derived_seed("lora", settings.seed)
@@ -72,24 +81,16 @@ class Learner:
     ) -> list[GeneratedGroup]:
         """``group_size`` completions per task, sampled with the current adapter: their texts
         (published) and the prompt and completion token ids (trained on as they are)."""
-        prompts = [build_messages(task) for task in tasks]
-        with self.pool.activate(self.name) as model:
-            return generate_groups(
-                model,
-                self.tokenizer,
-                prompts,
-                num_completions=group_size,
-                sampling=self.settings.sampling,
-                seed=seed,
-            )
+        return self._run(GenerateCall(self, tuple(tasks), group_size, seed))  # type: ignore[no-any-return]
 
     def train(self, groups: Sequence[ScoredGroup]) -> StepMetrics:
         """One GRPO update of this node's adapter on ``groups``."""
-        with self.pool.activate(self.name) as model:
-            trainer = GRPOTrainer(
-                model, self.tokenizer, self.settings.grpo, self.pool.optimizer(self.name)
-            )
-            return trainer.step(groups)
+        return self._run(TrainCall(self, tuple(groups)))  # type: ignore[no-any-return]
+
+    def _run(self, call: GenerateCall | TrainCall) -> Any:
+        if self.rendezvous is not None:
+            return self.rendezvous.submit(call)
+        return run_calls([call])[0]
 
     def save(self, directory: Path, round: int, meta: Mapping[str, Any]) -> Path:
         return save_checkpoint(directory, self.pool, self.name, round=round, meta=meta)
@@ -97,3 +98,81 @@ class Learner:
     def restore(self, directory: Path) -> CheckpointInfo | None:
         """Loads the node's last checkpoint, if any (the RNG too, unless the pool is shared)."""
         return load_checkpoint(directory, self.pool, self.name, restore_rng=not self.shared)
+
+
+@dataclass(frozen=True)
+class GenerateCall:
+    learner: Learner
+    tasks: tuple[TaskItem, ...]
+    group_size: int
+    seed: int
+
+    def batch_key(self) -> tuple[object, ...]:
+        """Calls with equal keys can share forward passes."""
+        learner = self.learner
+        return ("generate", id(learner.pool), learner.settings.sampling, self.group_size)
+
+
+@dataclass(frozen=True)
+class TrainCall:
+    learner: Learner
+    groups: tuple[ScoredGroup, ...]
+
+    def batch_key(self) -> tuple[object, ...]:
+        return ("train", id(self.learner.pool), self.learner.settings.grpo)
+
+
+def run_calls(calls: Sequence[GenerateCall | TrainCall]) -> list[Any]:
+    """Each call's result; calls with equal ``batch_key`` run together."""
+    batches: dict[tuple[object, ...], list[int]] = {}
+    for index, call in enumerate(calls):
+        batches.setdefault(call.batch_key(), []).append(index)
+    results: list[Any] = [None] * len(calls)
+    for indices in batches.values():
+        batch = [calls[i] for i in indices]
+        if isinstance(batch[0], GenerateCall):
+            done: list[Any] = _generate([c for c in batch if isinstance(c, GenerateCall)])
+        else:
+            done = _train([c for c in batch if isinstance(c, TrainCall)])
+        for index, result in zip(indices, done, strict=True):
+            results[index] = result
+    return results
+
+
+def _generate(calls: list[GenerateCall]) -> list[list[GeneratedGroup]]:
+    first = calls[0].learner
+    pool, tokenizer, names = first.pool, first.tokenizer, [c.learner.name for c in calls]
+    requests = [
+        GenerationRequest(
+            encode_prompts(tokenizer, [build_messages(task) for task in call.tasks]),
+            call.seed,
+            call.learner.name,
+        )
+        for call in calls
+    ]
+    options = {"num_completions": calls[0].group_size, "sampling": first.settings.sampling}
+    if len(calls) == 1:
+        with pool.activate(first.name) as model:
+            results = generate_together(model, tokenizer, requests, **options)
+    else:
+        with pool.rows(names) as routing:
+            results = generate_together(pool.model, tokenizer, requests, routing=routing, **options)
+    return [
+        [GeneratedGroup(tuple(p), tuple(c)) for p, c in zip(r.prompt_ids, result, strict=True)]
+        for r, result in zip(requests, results, strict=True)
+    ]
+
+
+def _train(calls: list[TrainCall]) -> list[StepMetrics]:
+    first = calls[0].learner
+    pool, tokenizer, config = first.pool, first.tokenizer, first.settings.grpo
+    if len(calls) == 1:
+        with pool.activate(first.name) as model:
+            return [
+                GRPOTrainer(model, tokenizer, config, pool.optimizer(first.name)).step(
+                    calls[0].groups
+                )
+            ]
+    shares = [TrainShare(c.groups, pool.optimizer(c.learner.name), c.learner.name) for c in calls]
+    with pool.rows([c.learner.name for c in calls], trainable=True) as routing:
+        return train_together(pool.model, tokenizer, config, shares, routing=routing)

@@ -45,13 +45,15 @@ def policy(pool: AdapterPool):  # type: ignore[no-untyped-def]
         yield model
 
 
-#: GRPO's defaults, with completions cut at 256 tokens (more than any here).
-CONFIG = GRPOConfig(max_completion_tokens=256)
+#: GRPO's defaults, with completions cut at 256 tokens (more than any here), in float32 (exact
+#: comparisons; bf16 autocast has its own tests in test_together.py).
+CONFIG = GRPOConfig(max_completion_tokens=256, precision="float32")
 
 
 def make_trainer(policy, tokenizer, lr: float = 1e-3, **config) -> GRPOTrainer:  # type: ignore[no-untyped-def]
     optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=lr)
     config.setdefault("max_completion_tokens", CONFIG.max_completion_tokens)
+    config.setdefault("precision", CONFIG.precision)
     return GRPOTrainer(policy, tokenizer, GRPOConfig(**config), optimizer)
 
 
@@ -96,6 +98,7 @@ def test_micro_batches_do_not_change_loss_or_gradients(policy, tokenizer) -> Non
             beta=0.1,
             max_grad_norm=1e9,
             max_completion_tokens=256,
+            precision="float32",
         )
         frozen = torch.optim.SGD(trainable_parameters(policy), lr=0.0)
         metrics = GRPOTrainer(policy, tokenizer, config, optimizer=frozen).step(groups())

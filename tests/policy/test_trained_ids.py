@@ -86,7 +86,9 @@ def trained_rows(
     policy: PeftModel, tokenizer: PreTrainedTokenizerBase, groups: Sequence[ScoredGroup]
 ) -> list[list[int]]:
     """One GRPO step on ``groups``; the sequences (padding dropped) its forward passes fed the
-    model, read from the decoder's inputs."""
+    model, read from the decoder's inputs. The step runs every sequence in full
+    (``share_prompts=False``) so that each decoder row is one whole sequence; that the shared-prompt
+    pass computes the same log-probs and gradients is tested in test_together.py."""
     seen: list[list[int]] = []
 
     def record(_module: object, _args: tuple, kwargs: dict) -> None:
@@ -95,7 +97,7 @@ def trained_rows(
 
     hook = policy.get_decoder().register_forward_pre_hook(record, with_kwargs=True)
     try:
-        config = GRPOConfig(max_completion_tokens=MAX_TOKENS)
+        config = GRPOConfig(max_completion_tokens=MAX_TOKENS, share_prompts=False)
         optimizer = torch.optim.SGD(trainable_parameters(policy), lr=1e-3)
         metrics = GRPOTrainer(policy, tokenizer, config, optimizer).step(groups)
     finally:

@@ -1,0 +1,73 @@
+"""Reduced precision for the GRPO update's forward and backward, where the processor has it.
+
+On a CPU with native bfloat16 dot products (Intel AMX, or AVX512-BF16 on Intel Cooper Lake+ and
+AMD Zen 4+), bf16 matrix products run at ~2.3x the fp32 rate (scripts/bench_experiment.py prints
+both). The update then runs the frozen base under ``torch.autocast(bfloat16)``: weights and
+activations are rounded to bf16 for the matrix products, while the LoRA parameters, their
+gradients, the optimizer, the log-softmax and the loss stay float32.
+
+Sampling never uses it: peers are to recompute a completion's token choices from a seeded
+sampler, and fp32 sampling agrees across machines where bf16 re-picks tokens.
+
+``"auto"`` means bf16 where the CPU flags say it is native (read from ``/proc/cpuinfo``:
+``amx_bf16`` or ``avx512_bf16``), float32 elsewhere: emulated bf16 is slower than fp32. On CUDA
+the base model is already loaded in bf16, so autocast adds nothing there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from node.config import TrainingPrecision
+
+#: CPU flags (as /proc/cpuinfo names them) of native bf16 matrix instructions.
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@lru_cache(maxsize=1)
+def native_bf16_flag() -> str | None:
+    """The first of ``BF16_CPU_FLAGS`` this CPU reports, or None (also where unreadable)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    return next((flag for flag in BF16_CPU_FLAGS if flag in flags), None)
+
+
+def resolve_precision(setting: TrainingPrecision, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of the update on ``device``, or None for plain float32."""
+    if setting == "float32" or device.type != "cpu":
+        return None
+    if setting == "bfloat16" or native_bf16_flag() is not None:
+        return torch.bfloat16
+    return None
+
+
+def training_autocast(
+    dtype: torch.dtype | None, device: torch.device
+) -> contextlib.AbstractContextManager[None]:
+    """``torch.autocast`` to ``dtype`` on ``device``, or nothing when ``dtype`` is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def describe(setting: TrainingPrecision) -> str:
+    """One line for logs and benchmarks: what ``setting`` does on this machine, and why."""
+    flag = native_bf16_flag()
+    if setting == "float32":
+        return "float32 (set)"
+    if setting == "bfloat16":
+        return "bfloat16 autocast (set)" + ("" if flag else ", emulated: this CPU has no bf16 flag")
+    if flag:
+        return f"bfloat16 autocast (auto: the CPU reports {flag})"
+    return "float32 (auto: no amx_bf16 or avx512_bf16 flag in /proc/cpuinfo)"

@@ -1,0 +1,145 @@
+"""Prefill with shared prefixes: prompts that begin alike are computed once up to where they part.
+
+Every task prompt of a preset entry starts with the same system message and worked examples
+(~120 of ~140 tokens for the shipped presets); only the question differs. ``prefill`` clusters a
+batch's prompts by common prefix (per adapter: a prefix's keys and values depend on the adapter
+that computed them), runs each cluster's prefix once (one left-padded row per cluster), repeats
+its key/value cache to the cluster's prompts, and runs only their remaining tokens on top
+(right-padded, positions continuing the prefix's). The result equals a plain prefill within
+float rounding (a test checks it): the cache, the logits of each prompt's last token, its mask
+and its next position, ready for decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from node.policy.adapters import RowAdapters
+
+#: Shortest common prefix worth a cluster of its own.
+MIN_SHARED_TOKENS = 16
+#: A prompt joins a cluster only if it shares this much of the cluster's current prefix (so a
+#: short common system message does not cut a long shared block of worked examples).
+JOIN_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class Prefilled:
+    """What decoding starts from, one row per prompt."""
+
+    cache: DynamicCache
+    logits: torch.Tensor  # (P, V) at each prompt's last token
+    mask: torch.Tensor  # (P, T) attention mask over the cache's positions
+    next_position: torch.Tensor  # (P,) position id of each prompt's first new token
+
+
+def cluster_prefixes(
+    prompts: Sequence[Sequence[int]], owners: Sequence[int]
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """Clusters of prompts of one owner sharing a prefix: each cluster's (a member, prefix
+    length), and each prompt's cluster. A prefix leaves every member at least one token."""
+    clusters: list[tuple[int, int]] = []
+    member_of = [0] * len(prompts)
+    for owner in sorted(set(owners)):
+        mine = sorted((i for i, o in enumerate(owners) if o == owner), key=lambda i: prompts[i])
+        previous = None
+        for i in mine:
+            limit = len(prompts[i]) - 1
+            if previous is not None:
+                shared = _common_length(prompts[previous], prompts[i])
+                first, length = clusters[-1]
+                if shared >= MIN_SHARED_TOKENS and shared >= JOIN_FRACTION * length:
+                    clusters[-1] = (first, min(length, shared, limit))
+                    member_of[i] = len(clusters) - 1
+                    previous = i
+                    continue
+            clusters.append((i, limit))
+            member_of[i] = len(clusters) - 1
+            previous = i
+    return clusters, member_of
+
+
+def prefill(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    pad_id: int,
+    cache: DynamicCache,
+    routing: RowAdapters | None = None,
+    owners: Sequence[int] | None = None,
+) -> Prefilled:
+    """Runs ``prompts`` into ``cache``; with ``routing``, prompt i goes through its routed
+    adapter (``routing.names[i]``), and ``owners`` (default: the adapters) tells which prompts
+    may share a prefix."""
+    device = next(model.parameters()).device
+    names = list(routing.names) if routing is not None else [None] * len(prompts)
+    if owners is None:
+        index = {name: k for k, name in enumerate(dict.fromkeys(names))}
+        owners = [index[name] for name in names]
+    clusters, member_of = cluster_prefixes(prompts, owners)
+    decoder = model.get_decoder()
+
+    # -- level 0: each cluster's prefix once, left-padded
+    heads = [list(prompts[first][:length]) for first, length in clusters]
+    ids, mask = _left_padded(heads, pad_id, device)  # (C, T0)
+    if ids.shape[1]:  # all prompts of one token: nothing to share
+        if routing is not None:
+            routing.set([names[first] for first, _ in clusters])
+        decoder(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            cache=cache,
+            use_cache=True,
+        )
+
+    # -- level 1: every prompt's rest on its cluster's cache, right-padded
+    parent = torch.tensor(member_of, dtype=torch.long, device=device)  # (P,)
+    cache.batch_select_indices(parent)
+    tails = [list(p[clusters[c][1] :]) for p, c in zip(prompts, member_of, strict=True)]
+    width = max(len(t) for t in tails)
+    tail_ids = torch.full((len(tails), width), pad_id, dtype=torch.long)  # (P, T1)
+    tail_mask = torch.zeros_like(tail_ids)  # (P, T1)
+    for row, tail in enumerate(tails):
+        tail_ids[row, : len(tail)] = torch.tensor(tail, dtype=torch.long)
+        tail_mask[row, : len(tail)] = 1
+    tail_ids, tail_mask = tail_ids.to(device), tail_mask.to(device)
+    start = mask.sum(-1)[parent]  # (P,) the prefix's length
+    if routing is not None:
+        routing.set(names)
+    full_mask = torch.cat([mask[parent], tail_mask], dim=-1)  # (P, T0 + T1)
+    hidden = decoder(
+        input_ids=tail_ids,
+        attention_mask=full_mask,
+        position_ids=start[:, None] + torch.arange(width, device=device),
+        cache=cache,
+        use_cache=True,
+    )[0]  # (P, T1, H)
+    last = tail_mask.sum(-1) - 1  # (P,) index of each prompt's last token in its tail
+    final = hidden[torch.arange(len(tails), device=device), last]  # (P, H)
+    logits = model.get_output_embeddings()(final)  # (P, V)
+    lengths = start + tail_mask.sum(-1)  # (P,)
+    return Prefilled(cache=cache, logits=logits, mask=full_mask, next_position=lengths)
+
+
+def _left_padded(
+    rows: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+        mask[i, width - len(row) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n

@@ -1,0 +1,300 @@
+"""Several nodes' adapters in shared passes: each node gets what it would get alone.
+
+Per-row adapter routing, the shared-prompt GRPO pass, the shared-prefix prefill, joint training
+and joint generation, all against the one-node paths, on the tiny model in float32 (bf16 has its
+own tolerance tests at the end).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from node.learning_data import ScoredGroup
+from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.generation import (
+    GenerationRequest,
+    SamplingConfig,
+    generate_from_ids,
+    generate_together,
+    preallocated_cache,
+)
+from node.policy.grpo import (
+    GRPOConfig,
+    GRPOTrainer,
+    TrainShare,
+    group_advantages,
+    tokenize_group,
+    train_together,
+)
+from node.policy.model import BaseModel, encode_prompts, tiny_model
+from node.policy.precision import describe, resolve_precision
+from node.policy.prefill import cluster_prefixes, prefill
+from node.policy.prompt_sharing import shared_prompt_hidden
+
+NAMES = ("alice", "bob", "carol")
+SYSTEM = "You answer with a number between <answer> tags, like <answer>42</answer>. " * 3
+QUESTIONS = ["What is 2 + 2?", "What is 3 + 5?", "Name a prime.", "What is 9 - 7?"]
+
+
+def conversation(question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+
+
+@pytest.fixture
+def pool(tokenizer) -> AdapterPool:  # type: ignore[no-untyped-def]
+    """Three adapters over a fresh tiny Llama, with random (non-zero) LoRA B so each differs."""
+    model = tiny_model(tokenizer, seed=0).eval().requires_grad_(False)
+    pool = AdapterPool(BaseModel(name="tiny", model=model, tokenizer=tokenizer))
+    for i, name in enumerate(NAMES):
+        pool.add(name, LoraSettings(rank=4, alpha=8), OptimizerSettings(lr=1e-2), seed=i)
+        with torch.no_grad():
+            for key, param in pool.adapter_parameters(name).items():
+                if "lora_B" in key:
+                    param.normal_(0, 0.5)
+    return pool
+
+
+def node_groups(tokenizer, node: int) -> list[ScoredGroup]:  # type: ignore[no-untyped-def]
+    answers = [" <answer>4</answer>", " 7", " <answer>8</answer> yes", " no idea"]
+    rewards = [[1.0, 0.0, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]][node % 3]
+    return [
+        ScoredGroup(
+            conversation(q),
+            [a * (1 + (k + node) % 2) for k, a in enumerate(answers)],
+            rewards if j % 2 == 0 else list(reversed(rewards)),
+        )
+        for j, q in enumerate(QUESTIONS[node:] + QUESTIONS[:node])
+    ]
+
+
+def near(a, b, rel: float = 1e-4) -> bool:  # type: ignore[no-untyped-def]
+    """Equal within float rounding, relative to the tensor's size."""
+    return float((a - b).norm()) <= rel * float(b.norm()) + 1e-7
+
+
+# ---------------------------------------------------------------- routing
+
+
+def test_each_row_goes_through_its_own_adapter(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    ids = torch.tensor(encode_prompts(tokenizer, [conversation(QUESTIONS[0])]) * 4)  # (4, T)
+    with torch.no_grad():
+        alone = {}
+        for name in NAMES:
+            with pool.activate(name) as model:
+                alone[name] = model(input_ids=ids[:1]).logits[0]
+        with pool.reference() as model:
+            alone[None] = model(input_ids=ids[:1]).logits[0]
+        routed = [None, "bob", "alice", "bob"]
+        with pool.rows(routed):
+            mixed = pool.model(input_ids=ids).logits
+    assert not torch.allclose(alone["alice"], alone["bob"], atol=1e-3)  # the adapters differ
+    for row, name in enumerate(routed):
+        assert torch.allclose(mixed[row], alone[name], atol=1e-5), (row, name)
+
+
+def test_routing_restores_gradients_flags_and_layers(pool: AdapterPool) -> None:
+    flags = {n: [p.requires_grad for p in pool.adapter_parameters(n).values()] for n in NAMES}
+    with pool.rows(["alice", "bob"], trainable=True):
+        assert all(p.requires_grad for p in pool.adapter_parameters("bob").values())
+    assert flags == {
+        n: [p.requires_grad for p in pool.adapter_parameters(n).values()] for n in NAMES
+    }
+    assert not any("forward" in vars(m) for m in pool.model.modules())
+
+
+def test_a_routing_of_the_wrong_length_is_refused(pool: AdapterPool) -> None:
+    with pool.rows(["alice"]), pytest.raises(ValueError, match="rows in the batch"):
+        pool.model(input_ids=torch.tensor([[1, 2], [3, 4]]))
+
+
+# ---------------------------------------------------------------- the GRPO pass
+
+
+def test_shared_prompt_pass_equals_full_sequences(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    groups = [
+        tokenize_group(g, group_advantages(torch.tensor(g.rewards)), tokenizer, 16)
+        for g in node_groups(tokenizer, 0)
+    ]
+    with pool.activate("alice") as model:
+        values = {}
+        for shared in (True, False):
+            model.zero_grad(set_to_none=True)
+            if shared:
+                hidden, targets = shared_prompt_hidden(model, groups, tokenizer.pad_token_id)
+            else:
+                sequences = [
+                    (g.prompt_ids + c, len(g.prompt_ids)) for g in groups for c in g.completions
+                ]
+                hidden, targets = _full_hidden(model, sequences, tokenizer.pad_token_id)
+            logits = model.get_output_embeddings()(hidden).log_softmax(-1)
+            logp = logits.gather(-1, targets[:, None]).squeeze(-1)
+            logp.sum().backward()
+            grads = {k: p.grad.clone() for k, p in pool.adapter_parameters("alice").items()}
+            values[shared] = (logp.detach(), targets, grads)
+    (shared_logp, shared_targets, shared_grads), (full_logp, full_targets, full_grads) = (
+        values[True],
+        values[False],
+    )
+    assert torch.equal(shared_targets, full_targets)
+    assert torch.allclose(shared_logp, full_logp, atol=1e-5)
+    for key, grad in full_grads.items():
+        assert near(shared_grads[key], grad), key
+
+
+def _full_hidden(model, sequences, pad_id):  # type: ignore[no-untyped-def]
+    width = max(len(s) for s, _ in sequences)
+    ids = torch.full((len(sequences), width), pad_id)
+    mask = torch.zeros_like(ids)
+    for row, (seq, _) in enumerate(sequences):
+        ids[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = 1
+    hidden = model.get_decoder()(input_ids=ids, attention_mask=mask)[0]
+    keep = torch.zeros_like(mask, dtype=torch.bool)
+    for row, (seq, prompt) in enumerate(sequences):
+        keep[row, prompt : len(seq)] = True
+    return hidden[:, :-1][keep[:, 1:]], ids[:, 1:][keep[:, 1:]]
+
+
+@pytest.mark.parametrize("share_prompts", [True, False])
+def test_training_together_equals_training_alone(
+    pool: AdapterPool, tokenizer, share_prompts
+) -> None:  # type: ignore[no-untyped-def]
+    config = GRPOConfig(
+        max_completion_tokens=16,
+        precision="float32",
+        share_prompts=share_prompts,
+        micro_batch_size=6,  # groups of different nodes share passes, and are split over them
+    )
+    start = {n: pool.adapter_state(n) for n in NAMES}
+    optimizers = {n: copy.deepcopy(pool.optimizer(n).state_dict()) for n in NAMES}
+
+    alone = {}
+    for i, name in enumerate(NAMES):
+        with pool.activate(name) as model:
+            alone[name] = GRPOTrainer(model, tokenizer, config, pool.optimizer(name)).step(
+                node_groups(tokenizer, i)
+            )
+    after_alone = {n: pool.adapter_state(n) for n in NAMES}
+
+    for name in NAMES:
+        pool.load_adapter_state(name, start[name])
+        pool.optimizer(name).load_state_dict(optimizers[name])
+    shares = [
+        TrainShare(node_groups(tokenizer, i), pool.optimizer(n), n) for i, n in enumerate(NAMES)
+    ]
+    with pool.rows(list(NAMES), trainable=True) as routing:
+        together = train_together(pool.model, tokenizer, config, shares, routing=routing)
+
+    for name, metrics in zip(NAMES, together, strict=True):
+        reference = alone[name]
+        assert metrics.skipped == reference.skipped
+        assert metrics.num_tokens == reference.num_tokens
+        assert metrics.loss == pytest.approx(reference.loss, rel=1e-4, abs=1e-6)
+        assert metrics.grad_norm == pytest.approx(reference.grad_norm, rel=1e-4)
+        for key, value in pool.adapter_state(name).items():
+            assert near(value, after_alone[name][key]), key
+    assert together[2].skipped  # carol's groups have no signal: no update, nothing moved
+    assert all(torch.equal(v, start["carol"][k]) for k, v in pool.adapter_state("carol").items())
+    assert any(
+        not torch.equal(v, start["alice"][k]) for k, v in pool.adapter_state("alice").items()
+    )
+
+
+def test_several_shares_need_a_routing(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    config = GRPOConfig(max_completion_tokens=16)
+    shares = [
+        TrainShare(node_groups(tokenizer, i), pool.optimizer(n), n) for i, n in enumerate(NAMES[:2])
+    ]
+    with pytest.raises(ValueError, match="routing"):
+        train_together(pool.model, tokenizer, config, shares)
+
+
+# ---------------------------------------------------------------- generation
+
+
+def test_cluster_prefixes_keeps_long_shared_blocks_and_owners_apart() -> None:
+    block = list(range(100, 140))  # 40 shared tokens
+    prompts = [block + [1, 2], block + [1, 3], block[:20] + [9] * 30, block + [1, 2], [5]]
+    owners = [0, 0, 0, 1, 0]
+    clusters, member_of = cluster_prefixes(prompts, owners)
+    assert member_of[0] == member_of[1] != member_of[3]  # another owner never shares
+    assert clusters[member_of[0]][1] == 41  # block + [1]
+    assert member_of[2] != member_of[0]  # 20 shared of 41: not worth cutting the block
+    for prompt, cluster in zip(prompts, member_of, strict=True):
+        assert clusters[cluster][1] <= len(prompt) - 1  # every member keeps a token to run
+
+
+def test_prefill_with_shared_prefixes_equals_a_plain_forward(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    prompts = encode_prompts(tokenizer, [conversation(q) for q in QUESTIONS])
+    routed = ["alice", "alice", "bob", "bob"]
+    with torch.no_grad(), pool.rows(routed) as routing:
+        model = pool.model
+        width = max(len(p) for p in prompts)
+        cache = preallocated_cache(model, width + 4)
+        start = prefill(model, prompts, tokenizer.pad_token_id, cache, routing)
+    with torch.no_grad():
+        for row, (prompt, name) in enumerate(zip(prompts, routed, strict=True)):
+            with pool.activate(name) as model:
+                alone = model(input_ids=torch.tensor([prompt])).logits[0, -1]
+            assert torch.allclose(start.logits[row], alone, atol=1e-4), row
+            assert int(start.next_position[row]) == len(prompt)
+
+
+def test_generation_together_samples_what_each_node_samples_alone(
+    pool: AdapterPool, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    sampling = SamplingConfig(max_new_tokens=6)
+    prompts = {
+        n: encode_prompts(tokenizer, [conversation(q) for q in QUESTIONS[i : i + 2]])
+        for i, n in enumerate(NAMES)
+    }
+    alone = {}
+    for i, name in enumerate(NAMES):
+        with pool.activate(name) as model:
+            alone[name] = generate_from_ids(
+                model, tokenizer, prompts[name], num_completions=3, sampling=sampling, seed=10 + i
+            )
+    requests = [GenerationRequest(prompts[n], 10 + i, n) for i, n in enumerate(NAMES)]
+    with pool.rows(list(NAMES)) as routing:
+        together = generate_together(
+            pool.model, tokenizer, requests, num_completions=3, sampling=sampling, routing=routing
+        )
+    for name, result in zip(NAMES, together, strict=True):
+        assert [[c.token_ids for c in group] for group in result] == [
+            [c.token_ids for c in group] for group in alone[name]
+        ]
+    assert alone["alice"] != alone["bob"]
+
+
+# ---------------------------------------------------------------- bf16 autocast
+
+
+def test_precision_settings() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_precision("float32", cpu) is None
+    assert resolve_precision("bfloat16", cpu) is torch.bfloat16
+    assert resolve_precision("auto", cuda) is None  # the base is bf16 there already
+    assert "float32" in describe("float32")
+
+
+def test_bf16_update_stays_close_to_float32(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """The bf16 step's loss and gradient norm within 5 % of fp32's."""
+    start, state = pool.adapter_state("alice"), copy.deepcopy(pool.optimizer("alice").state_dict())
+    results = {}
+    for precision in ("float32", "bfloat16"):
+        pool.load_adapter_state("alice", start)
+        pool.optimizer("alice").load_state_dict(state)
+        config = GRPOConfig(max_completion_tokens=16, precision=precision)
+        with pool.activate("alice") as model:
+            results[precision] = GRPOTrainer(
+                model, tokenizer, config, pool.optimizer("alice")
+            ).step(node_groups(tokenizer, 0))
+    fp32, bf16 = results["float32"], results["bfloat16"]
+    assert bf16.num_tokens == fp32.num_tokens and not bf16.skipped
+    assert bf16.loss == pytest.approx(fp32.loss, rel=0.05, abs=0.01)
+    assert bf16.grad_norm == pytest.approx(fp32.grad_norm, rel=0.05)
