@@ -56,6 +56,28 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
 @click.option("--lora-rank", type=click.IntRange(min=1), help="LoRA rank [16].")
 @click.option("--window", type=click.IntRange(min=1), help="Moving-average window, rounds [5].")
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads [2].")
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "float32", "bfloat16"]),
+    help="GRPO update's matrix products [auto: bf16 autocast where the CPU has native bf16].",
+)
+@click.option(
+    "--batch-nodes/--no-batch-nodes",
+    default=None,
+    help="Generate and train all nodes of a configuration in shared passes [on].",
+)
+@click.option(
+    "--share-prompts/--no-share-prompts",
+    default=None,
+    help="Run each group's prompt once in the GRPO update [on].",
+)
+@click.option(
+    "--eval-every",
+    type=click.IntRange(min=0),
+    help="Evaluate every node on the held-out set every E rounds (and before round 1 and "
+    "after the last) [0: never].",
+)
+@click.option("--eval-tasks", type=click.IntRange(min=1), help="Tasks in the held-out set [200].")
 def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: object) -> None:
     """Compare I/J sharing configurations (the SAPO experiment) on N nodes over one base model.
 

@@ -77,6 +77,10 @@ class ExperimentConfig:
             raise ValueError("an experiment needs rounds, configurations and seeds")
         if len(set(self.configs)) != len(self.configs) or len(set(self.seeds)) != len(self.seeds):
             raise ValueError("configurations and seeds must not repeat")
+        if self.precision not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"precision {self.precision!r}: one of auto, float32, bfloat16")
+        if self.eval_every < 0 or self.eval_tasks < 1:
+            raise ValueError("eval_every must be >= 0 (0 = never) and eval_tasks >= 1")
         if self.group_size < 2 or self.tasks_per_round < 1:
             raise ValueError("group size must be at least 2 and tasks per round at least 1")
 

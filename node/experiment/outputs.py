@@ -47,15 +47,29 @@ COLUMNS = (
     "busy_s",
 )
 
+EVAL_COLUMNS = (
+    "exchange",
+    "config",
+    "seed",
+    "round",  # rounds trained before the evaluation
+    "node",
+    "accuracy",
+    "format_rate",
+    "tasks",
+    "seconds",
+)
+
 # two-sided 95% Student t quantiles by degrees of freedom
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 class RoundsCsv:
-    """``rounds.csv``: one row per node per round, appended (and flushed) round by round."""
+    """``rounds.csv``: one row per node per round, appended (and flushed) round by round (also
+    ``eval.csv``, with ``EVAL_COLUMNS``)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, columns: Sequence[str] = COLUMNS) -> None:
         self.path = path
+        self.columns = tuple(columns)
 
     def rows(self) -> list[dict[str, str]]:
         if not self.path.exists():
@@ -66,7 +80,7 @@ class RoundsCsv:
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
         new = not self.path.exists()
         with self.path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer = csv.DictWriter(f, fieldnames=self.columns)
             if new:
                 writer.writeheader()
             writer.writerows(rows)
@@ -82,7 +96,7 @@ class RoundsCsv:
         if len(kept) != len(rows):
             tmp = self.path.with_suffix(".tmp")
             with tmp.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=COLUMNS)
+                writer = csv.DictWriter(f, fieldnames=self.columns)
                 writer.writeheader()
                 writer.writerows(kept)
             tmp.replace(self.path)

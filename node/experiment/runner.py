@@ -35,7 +35,8 @@ from typing import Any
 
 from node.experiment.chain import ChainUnit, experiment_accounts, start_chain_unit
 from node.experiment.config import ExperimentConfig, Unit, load_config, save_config, units
-from node.experiment.outputs import RoundsCsv, write_summary
+from node.experiment.evaluation import evaluate, heldout_tasks
+from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, write_summary
 from node.policy.adapters import AdapterPool
 from node.policy.model import BaseModel
 from node.round.exchange import Exchange
@@ -45,6 +46,7 @@ from node.round.learner import Learner
 from node.round.lockstep import run_lockstep
 from node.round.node import SwarmNode
 from node.round.report import RoundReport
+from node.tasks import TaskItem
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,8 @@ class ExperimentRunner:
         self.echo = echo
         self.should_stop = should_stop
         self.csv = RoundsCsv(self.out / "rounds.csv")
+        self.eval_csv = RoundsCsv(self.out / "eval.csv", EVAL_COLUMNS)
+        self._heldout: list[TaskItem] | None = None
         self._pool: AdapterPool | None = None
         self._started = time.monotonic()
         self._round_seconds: list[float] = []
@@ -145,6 +149,7 @@ class ExperimentRunner:
                 progress.rounds_done = 0  # a chain unit cut short is redone from round 0
             done[(unit.sharing.label, unit.seed)] = progress.rounds_done
         dropped = self.csv.keep(done)
+        self.eval_csv.keep(done)  # an evaluation of round k is redone when round k is resumed
         if dropped:
             self.echo(f"dropped {dropped} rows of rounds that had not finished")
         self._log_run()
@@ -299,19 +304,22 @@ class ExperimentRunner:
                     return
                 reports = sorted(pending.pop(report.round), key=lambda r: by_peer[r.peer])
                 round_ = report.round - first
-                self._finish_round(unit, nodes, reports, round_, report.round, progress, folder)
-                elapsed = time.monotonic() - round_started[0]
+                elapsed = self._finish_round(
+                    unit, nodes, reports, round_, report.round, progress, folder, round_started[0]
+                )
                 round_started[0] = time.monotonic()
-                progress.seconds += elapsed
                 self._round_seconds.append(elapsed)
                 self._progress_line(unit, index, total, round_, reports, elapsed)
 
+            if self._evaluation_due(start):
+                self._evaluate(unit, nodes, start)
             run_lockstep(
                 nodes,
                 self.config.rounds - start,
                 self._advance,
                 on_report=on_report,
                 should_stop=self.should_stop,
+                together=self.config.batch_nodes,
             )
         finally:
             if chain_unit is not None:
@@ -340,7 +348,10 @@ class ExperimentRunner:
         chain_round: int,
         progress: UnitProgress,
         folder: Path,
-    ) -> None:
+        started: float,
+    ) -> float:
+        """Records the round (rows, checkpoints, a due evaluation, progress); returns its
+        seconds from ``started``, the evaluation not included."""
         rows: list[dict[str, Any]] = []
         for i, (node, report) in enumerate(zip(nodes, reports)):
             t = report.timings.seconds
@@ -371,8 +382,52 @@ class ExperimentRunner:
         if self.config.exchange == "inprocess":
             for i, node in enumerate(nodes):
                 node.learner.save(folder / f"node-{i}", round_, {"peer": node.address})
+        elapsed = time.monotonic() - started
+        if self._evaluation_due(round_ + 1):
+            self._evaluate(unit, nodes, round_ + 1)
         progress.rounds_done = round_ + 1
+        progress.seconds += elapsed
         progress.save(folder / "progress.json")
+        return elapsed
+
+    def _evaluation_due(self, trained: int) -> bool:
+        """Evaluate before round 0, every ``eval_every`` rounds, and after the last."""
+        every = self.config.eval_every
+        return every > 0 and (trained % every == 0 or trained == self.config.rounds)
+
+    def _evaluate(self, unit: Unit, nodes: list[SwarmNode], trained: int) -> None:
+        """Every node's greedy accuracy on the held-out set, appended to ``eval.csv``."""
+        if self._heldout is None:
+            self._heldout = heldout_tasks(self.config.preset, self.config.eval_tasks)
+        results = evaluate(
+            self.pool,
+            [node.learner.name for node in nodes],
+            self._heldout,
+            max_new_tokens=self.config.max_new_tokens,
+        )
+        self.eval_csv.append(
+            [
+                {
+                    "exchange": self.config.exchange,
+                    "config": unit.sharing.label,
+                    "seed": unit.seed,
+                    "round": trained,
+                    "node": i,
+                    "accuracy": f"{r.accuracy:.4f}",
+                    "format_rate": f"{r.format_rate:.4f}",
+                    "tasks": r.tasks,
+                    "seconds": f"{r.seconds:.1f}",
+                }
+                for i, r in enumerate(results)
+            ]
+        )
+        self.echo(
+            f"  held-out after {trained} rounds ({results[0].tasks} tasks, "
+            f"{results[0].seconds:.0f}s): accuracy "
+            + " ".join(f"{r.accuracy:.3f}" for r in results)
+            + ", format "
+            + " ".join(f"{r.format_rate:.2f}" for r in results)
+        )
 
     def _progress_line(
         self,

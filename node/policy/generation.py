@@ -235,7 +235,8 @@ def _decode_chunk(
     start = prefill(model, prompts, pad_id, cache, routing, owners)
     # -- share it: repeat cache, logits, mask and positions G times along the batch
     cache.batch_repeat_interleave(group)
-    logits = start.logits.repeat_interleave(group, dim=0)  # (N, V), N = P * G
+    logits = model.get_output_embeddings()(start.hidden)  # (P, V)
+    logits = logits.repeat_interleave(group, dim=0)  # (N, V), N = P * G
     mask = start.mask.repeat_interleave(group, dim=0)  # (N, T)
     next_position = start.next_position.repeat_interleave(group)  # (N,)
     owner = torch.tensor(owners).repeat_interleave(group)  # (N,) request of each row

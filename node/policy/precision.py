@@ -17,10 +17,13 @@ the base model is already loaded in bf16, so autocast adds nothing there.
 from __future__ import annotations
 
 import contextlib
+import weakref
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from node.config import TrainingPrecision
 
@@ -59,6 +62,36 @@ def training_autocast(
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
+
+
+#: bf16 copies of frozen linear weights, made once per module (the base never changes).
+_COPIES: weakref.WeakKeyDictionary[nn.Module, torch.Tensor] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def frozen_weights_as(dtype: torch.dtype | None, model: nn.Module) -> Iterator[None]:
+    """For the block, the frozen linear layers of ``model``'s decoder hold ``dtype`` copies of
+    their weights (made on first use and kept: +2 bytes per parameter for bf16). Autocast then
+    finds them already cast, instead of casting every weight at every call of every pass; the
+    LoRA layers and the output layer are left alone. Nothing happens for ``dtype`` None."""
+    if dtype is None:
+        yield
+        return
+    swapped = []
+    for name, module in model.get_decoder().named_modules():
+        if not isinstance(module, nn.Linear) or "lora_" in name or module.weight.requires_grad:
+            continue
+        copy = _COPIES.get(module)
+        if copy is None or copy.dtype != dtype or copy.shape != module.weight.shape:
+            copy = module.weight.detach().to(dtype)
+            _COPIES[module] = copy
+        swapped.append((module, module.weight.data))
+        module.weight.data = copy
+    try:
+        yield
+    finally:
+        for module, original in swapped:
+            module.weight.data = original
 
 
 def describe(setting: TrainingPrecision) -> str:

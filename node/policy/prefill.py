@@ -6,8 +6,9 @@ batch's prompts by common prefix (per adapter: a prefix's keys and values depend
 that computed them), runs each cluster's prefix once (one left-padded row per cluster), repeats
 its key/value cache to the cluster's prompts, and runs only their remaining tokens on top
 (right-padded, positions continuing the prefix's). The result equals a plain prefill within
-float rounding (a test checks it): the cache, the logits of each prompt's last token, its mask
-and its next position, ready for decoding.
+float rounding (a test checks it): the cache, the last hidden state of each prompt, its mask and
+its next position, ready for decoding (generation) or for the completions' pass (GRPO). With
+gradients on, the gradient flows back through the cache into every level.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Prefilled:
     """What decoding starts from, one row per prompt."""
 
     cache: DynamicCache
-    logits: torch.Tensor  # (P, V) at each prompt's last token
+    hidden: torch.Tensor  # (P, H) last hidden state at each prompt's last token
     mask: torch.Tensor  # (P, T) attention mask over the cache's positions
     next_position: torch.Tensor  # (P,) position id of each prompt's first new token
 
@@ -120,9 +121,8 @@ def prefill(
     )[0]  # (P, T1, H)
     last = tail_mask.sum(-1) - 1  # (P,) index of each prompt's last token in its tail
     final = hidden[torch.arange(len(tails), device=device), last]  # (P, H)
-    logits = model.get_output_embeddings()(final)  # (P, V)
     lengths = start + tail_mask.sum(-1)  # (P,)
-    return Prefilled(cache=cache, logits=logits, mask=full_mask, next_position=lengths)
+    return Prefilled(cache=cache, hidden=final, mask=full_mask, next_position=lengths)
 
 
 def _left_padded(

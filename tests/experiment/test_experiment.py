@@ -244,3 +244,31 @@ def test_moving_average_and_config_parsing() -> None:
     with pytest.raises(ValueError):
         ExperimentConfig(exchange="carrier-pigeon")
     assert ExperimentConfig(configs=(Sharing(2, 2), Sharing(3, 1))).baseline == Sharing(2, 2)
+
+
+def _eval_rows(folder: Path) -> list[tuple[str, ...]]:
+    with (folder / "eval.csv").open(newline="") as f:
+        return [
+            (r["config"], r["seed"], r["round"], r["node"], r["accuracy"], r["format_rate"])
+            for r in csv.DictReader(f)
+        ]
+
+
+def test_held_out_evaluation_every_round_survives_a_resume(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    config = _config(configs=(Sharing(1, 1),), eval_every=1, eval_tasks=6)
+    whole = tmp_path / "whole"
+    lines: list[str] = []
+    assert run_experiment(
+        config, whole, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    rows = _eval_rows(whole)
+    assert [(r[2], r[3]) for r in rows] == [(str(k), str(n)) for k in range(3) for n in range(3)]
+    assert any("held-out after 2 rounds (6 tasks" in line for line in lines)
+
+    cut = tmp_path / "cut"  # killed in round 2's training (the 5th step): redone on resume
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, cut, load_model=load_model, learner_class=_crashing(5))
+    assert run_experiment(config, cut, load_model=load_model, learner_class=AnsweringLearner)
+    assert _eval_rows(cut) == rows  # nothing lost, nothing twice, the same greedy answers
