@@ -60,7 +60,7 @@ EVAL_COLUMNS = (
 )
 
 # two-sided 95% Student t quantiles by degrees of freedom
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 class RoundsCsv:
@@ -178,7 +178,7 @@ def summarize(
         mean_round = np.mean(per_seed, axis=0)
         seed_ci = None
         if len(seeds) >= 2:
-            half = _T95.get(len(seeds) - 1, 1.96) * cums.std(ddof=1) / math.sqrt(len(seeds))
+            half = T95.get(len(seeds) - 1, 1.96) * cums.std(ddof=1) / math.sqrt(len(seeds))
             seed_ci = (float(cums.mean() - half), float(cums.mean() + half))
         b = boot(label)
         node_ci = (float(np.percentile(b, 2.5)), float(np.percentile(b, 97.5)))
@@ -288,6 +288,9 @@ def write_summary(
         + "\n"
     )
     plot(folder, config, results)
+    from node.experiment.heldout_report import write_heldout  # it imports this module
+
+    write_heldout(folder, config)
     return results
 
 

@@ -1,0 +1,123 @@
+"""The held-out evaluations of an experiment (``eval.csv``): curves and paired intervals.
+
+For each configuration and evaluation round: the accuracy and format rate averaged over the
+nodes, then over seeds. Against the baseline configuration (J = 0) the comparison is paired by
+seed (same task streams, same initial adapters): the per-seed difference of the swarm-mean
+accuracy, with a two-sided 95 % Student t interval over seeds (none with one seed).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.experiment.config import ExperimentConfig
+from node.experiment.outputs import EVAL_COLUMNS, T95, RoundsCsv
+
+
+@dataclass(frozen=True)
+class HeldOutPoint:
+    """One configuration at one evaluation round."""
+
+    config: str
+    round: int
+    seeds: int
+    accuracy: float
+    format_rate: float
+    difference: float | None  # accuracy minus the baseline's, mean over seeds
+    difference_ci: tuple[float, float] | None
+
+
+def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[HeldOutPoint]:
+    """Every (configuration, round) evaluated in every seed of that configuration."""
+    swarm: dict[tuple[str, int, int], list[tuple[float, float]]] = defaultdict(list)
+    for row in rows:
+        key = (row["config"], int(row["seed"]), int(row["round"]))
+        swarm[key].append((float(row["accuracy"]), float(row["format_rate"])))
+    means = {k: tuple(statistics.fmean(x) for x in zip(*v)) for k, v in swarm.items()}
+    baseline = config.baseline.label
+    points = []
+    for label in [c.label for c in config.configs]:
+        rounds = sorted({r for (c, _, r) in means if c == label})
+        for round_ in rounds:
+            seeds = sorted(s for (c, s, r) in means if c == label and r == round_)
+            accuracy = statistics.fmean(means[(label, s, round_)][0] for s in seeds)
+            format_rate = statistics.fmean(means[(label, s, round_)][1] for s in seeds)
+            paired = [
+                means[(label, s, round_)][0] - means[(baseline, s, round_)][0]
+                for s in seeds
+                if (baseline, s, round_) in means
+            ]
+            difference, ci = None, None
+            if label != baseline and paired:
+                difference = statistics.fmean(paired)
+                if len(paired) > 1:
+                    half = T95.get(len(paired) - 1, 1.96) * statistics.stdev(paired)
+                    half /= math.sqrt(len(paired))
+                    ci = (difference - half, difference + half)
+            points.append(
+                HeldOutPoint(label, round_, len(seeds), accuracy, format_rate, difference, ci)
+            )
+    return points
+
+
+def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> str:
+    """A table: accuracy (format rate) per configuration per round, differences paired."""
+    if not points:
+        return ""
+    lines = [
+        f"\n## Held-out accuracy ({config.eval_tasks} tasks, greedy, every "
+        f"{config.eval_every} rounds)\n",
+        f"| round | config | seeds | accuracy | format rate | vs {config.baseline.label} "
+        "(paired by seed) | 95% CI over seeds |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for p in sorted(points, key=lambda p: (p.round, p.config)):
+        diff = "baseline" if p.difference is None else f"{p.difference:+.3f}"
+        ci = (
+            "-"
+            if p.difference_ci is None
+            else f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
+        )
+        lines.append(
+            f"| {p.round} | {p.config} | {p.seeds} | {p.accuracy:.3f} | {p.format_rate:.2f} | "
+            f"{diff} | {ci} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_heldout(folder: Path, config: ExperimentConfig) -> list[HeldOutPoint]:
+    """Appends the held-out table to summary.md and plots heldout_accuracy.png (if evaluated)."""
+    rows = RoundsCsv(folder / "eval.csv", EVAL_COLUMNS).rows()
+    points = heldout_points(config, rows)
+    if not points:
+        return points
+    with (folder / "summary.md").open("a") as f:
+        f.write(heldout_markdown(config, points))
+    _plot(folder, config, points)
+    return points
+
+
+def _plot(folder: Path, config: ExperimentConfig, points: list[HeldOutPoint]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for label in [c.label for c in config.configs]:
+        mine = sorted((p for p in points if p.config == label), key=lambda p: p.round)
+        if mine:
+            axis.plot([p.round for p in mine], [p.accuracy for p in mine], marker="o", label=label)
+    axis.set_xlabel("rounds trained")
+    axis.set_ylabel("held-out accuracy (mean over nodes and seeds)")
+    axis.set_title(f"{config.model}, {config.preset}: greedy, {config.eval_tasks} tasks")
+    axis.legend(title="I/J")
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(folder / "heldout_accuracy.png", dpi=120)
+    plt.close(figure)

@@ -1,0 +1,41 @@
+"""The held-out table: means over nodes then seeds, differences paired by seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.experiment.config import ExperimentConfig, Sharing
+from node.experiment.heldout_report import heldout_markdown, heldout_points
+
+
+def _row(config: str, seed: int, round_: int, node: int, accuracy: float) -> dict[str, str]:
+    return {
+        "config": config, "seed": str(seed), "round": str(round_), "node": str(node),
+        "accuracy": str(accuracy), "format_rate": "1.0",
+    }  # fmt: skip
+
+
+def test_differences_are_paired_by_seed() -> None:
+    config = ExperimentConfig(
+        configs=(Sharing(4, 0), Sharing(2, 2)), seeds=(0, 1, 2), eval_every=10
+    )
+    base = {0: 0.2, 1: 0.5, 2: 0.3}  # seeds differ a lot; the pairing removes it
+    rows = [
+        _row("4/0", s, 10, n, base[s] + (0.01 if n else -0.01)) for s in base for n in (0, 1)
+    ] + [_row("2/2", s, 10, n, base[s] + 0.05 + 0.01 * s) for s in base for n in (0, 1)]
+    points = {p.config: p for p in heldout_points(config, rows)}
+    assert points["4/0"].accuracy == pytest.approx(sum(base.values()) / 3)
+    assert points["4/0"].difference is None
+    shared = points["2/2"]
+    assert shared.seeds == 3 and shared.difference == pytest.approx(0.06)
+    low, high = shared.difference_ci  # type: ignore[misc]
+    assert low == pytest.approx(0.06 - 4.303 * 0.01 / 3**0.5)  # t(2), sd of (0.05, 0.06, 0.07)
+    assert high == pytest.approx(0.06 + 4.303 * 0.01 / 3**0.5)
+    assert "| 10 | 2/2 | 3 | " in heldout_markdown(config, list(points.values()))
+
+
+def test_a_single_seed_has_no_interval() -> None:
+    config = ExperimentConfig(configs=(Sharing(4, 0), Sharing(2, 2)), seeds=(0,), eval_every=5)
+    rows = [_row("4/0", 0, 0, 0, 0.3), _row("2/2", 0, 0, 0, 0.4)]
+    shared = next(p for p in heldout_points(config, rows) if p.config == "2/2")
+    assert shared.difference == pytest.approx(0.1) and shared.difference_ci is None

@@ -1,0 +1,79 @@
+"""A swarm of two models with different tokenizers: they exchange, verify and train on each
+other's batches (in-process exchange, lockstep, nodes batched per shared base model).
+
+Default run: the tiny Llama over the shipped SmolLM2 tokenizer beside a tiny Llama over an
+unrelated word-level tokenizer. Slow run (``-m slow``): the shipped SmolLM2 itself beside the
+word-level tiny model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eth_account import Account
+
+from node.config import with_overrides
+from node.policy.adapters import AdapterPool
+from node.policy.model import BaseModel, load_base, tiny_model
+from node.rollouts.codec import decode_batch
+from node.round.factory import build_node
+from node.round.inprocess import InProcessSwarm
+from node.round.lockstep import run_lockstep
+from tests.integration.swarm import TEST_NODE, AnsweringLearner
+from tests.policy.test_trained_ids import word_level_tokenizer
+
+ROUNDS = 2
+
+
+def _run_mixed_swarm(first: BaseModel, tmp_path: Path) -> None:
+    words = word_level_tokenizer()
+    second = BaseModel(
+        name="tiny-words", model=tiny_model(words, seed=1).eval().requires_grad_(False),
+        tokenizer=words,
+    )  # fmt: skip
+    pools = [AdapterPool(first), AdapterPool(first), AdapterPool(second)]
+    pools[1] = pools[0]  # two nodes share the first base, the third has its own
+    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(7), round=3)
+    config = with_overrides(TEST_NODE, {"sampling": {"local_groups": 1, "external_groups": 4}})
+    accounts = [Account.from_key(bytes([i + 1]) * 32) for i in range(3)]
+    nodes = [
+        build_node(
+            with_overrides(config, {"model": {"checkpoint_dir": tmp_path / f"n{i}"}}),
+            account, swarm.exchange(), pool=pool, name=f"n{i}", learner_class=AnsweringLearner,
+        )  # fmt: skip
+        for i, (account, pool) in enumerate(zip(accounts, pools, strict=True))
+    ]
+    reports = run_lockstep(nodes, ROUNDS, swarm.advance)
+
+    assert len(reports) == 3 * ROUNDS
+    models = {}
+    for round_, peers in swarm.published.items():
+        for peer, commitment in peers.items():
+            models[peer] = decode_batch(swarm.store.get(commitment.digest)).body.model.name
+    assert models[nodes[2].address] == "tiny-words"
+    assert models[nodes[0].address] == models[nodes[1].address] == first.name != "tiny-words"
+    for report in reports:
+        assert sum(report.rejections.values()) == 0  # every batch verified, whatever its model
+        assert report.trained and report.external_groups > 0
+    other_model = {
+        nodes[0].address: {nodes[2].address},
+        nodes[1].address: {nodes[2].address},
+        nodes[2].address: {nodes[0].address, nodes[1].address},
+    }
+    for node in nodes:
+        learned_from = set().union(*(r.external_from for r in reports if r.peer == node.address))
+        assert learned_from & other_model[node.address], node.address
+
+
+def test_two_tokenizers_exchange_verify_and_train(tiny_base: BaseModel, tmp_path: Path) -> None:
+    first = BaseModel(
+        name="tiny", model=tiny_model(tiny_base.tokenizer, seed=0).eval().requires_grad_(False),
+        tokenizer=tiny_base.tokenizer,
+    )  # fmt: skip
+    _run_mixed_swarm(first, tmp_path)
+
+
+@pytest.mark.slow
+def test_smollm2_and_a_word_level_model_exchange_verify_and_train(tmp_path: Path) -> None:
+    _run_mixed_swarm(load_base("smollm2-135m"), tmp_path)
