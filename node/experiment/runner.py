@@ -313,6 +313,7 @@ class ExperimentRunner:
 
             if self._evaluation_due(start):
                 self._evaluate(unit, nodes, start)
+                round_started[0] = time.monotonic()  # the first round's time without it
             run_lockstep(
                 nodes,
                 self.config.rounds - start,
