@@ -29,8 +29,7 @@ from node.policy.adapters import AdapterPool
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.model import encode_prompts
 from node.tasks import TaskItem, build_messages, get_preset
-from node.tasks import generator as task_generator
-from node.tasks.derivation import draw_entry
+from node.tasks.derivation import task_from_seed
 from node.tasks.scoring import extract_answer, score_answer
 
 HELDOUT_DOMAIN = b"swarm.heldout/1"
@@ -55,23 +54,7 @@ def heldout_seed(preset_name: str, index: int) -> int:
 def heldout_tasks(preset_name: str, count: int) -> list[TaskItem]:
     """The first ``count`` held-out tasks of the preset (the same for every run)."""
     preset = get_preset(preset_name)
-    items = []
-    for index in range(count):
-        seed = heldout_seed(preset.name, index)
-        entry = preset.entries[draw_entry(preset, seed)]
-        (raw,) = task_generator.generate(entry.dataset, entry.config, seed=seed, size=1)
-        items.append(
-            TaskItem(
-                dataset=entry.dataset,
-                index=index,
-                seed=seed,
-                question=raw["question"],
-                answer=raw["answer"],
-                config=entry.config,
-                metadata=raw["metadata"],
-            )
-        )
-    return items
+    return [task_from_seed(heldout_seed(preset.name, k), k, preset) for k in range(count)]
 
 
 def evaluate(

@@ -101,13 +101,8 @@ def prefill(
     parent = torch.tensor(member_of, dtype=torch.long, device=device)  # (P,)
     cache.batch_select_indices(parent)
     tails = [list(p[clusters[c][1] :]) for p, c in zip(prompts, member_of, strict=True)]
-    width = max(len(t) for t in tails)
-    tail_ids = torch.full((len(tails), width), pad_id, dtype=torch.long)  # (P, T1)
-    tail_mask = torch.zeros_like(tail_ids)  # (P, T1)
-    for row, tail in enumerate(tails):
-        tail_ids[row, : len(tail)] = torch.tensor(tail, dtype=torch.long)
-        tail_mask[row, : len(tail)] = 1
-    tail_ids, tail_mask = tail_ids.to(device), tail_mask.to(device)
+    tail_ids, tail_mask = right_padded(tails, pad_id, device)  # (P, T1)
+    width = tail_ids.shape[1]
     start = mask.sum(-1)[parent]  # (P,) the prefix's length
     if routing is not None:
         routing.set(names)
@@ -123,6 +118,19 @@ def prefill(
     final = hidden[torch.arange(len(tails), device=device), last]  # (P, H)
     lengths = start + tail_mask.sum(-1)  # (P,)
     return Prefilled(cache=cache, hidden=final, mask=full_mask, next_position=lengths)
+
+
+def right_padded(
+    rows: Sequence[Sequence[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (R, T) padded on the right, and their mask; T is at least 1."""
+    width = max(1, max(len(r) for r in rows))
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(list(row), dtype=torch.long)
+        mask[i, : len(row)] = 1
+    return ids.to(device), mask.to(device)
 
 
 def _left_padded(

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from transformers import DynamicCache
 
 from node.policy.adapters import RowAdapters
-from node.policy.prefill import prefill
+from node.policy.prefill import prefill, right_padded
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,8 @@ def shared_prompt_hidden(
     parent = torch.repeat_interleave(torch.arange(len(groups)), torch.tensor(counts)).to(device)
     cache.batch_select_indices(parent)
     answers = [c for g in groups for c in g.completions]
-    length = max(1, max(len(a) for a in answers))
-    out_ids = torch.full((len(answers), length), pad_id, dtype=torch.long)  # (R, L)
-    out_mask = torch.zeros_like(out_ids)  # (R, L)
-    for row, answer in enumerate(answers):
-        out_ids[row, : len(answer)] = torch.tensor(answer, dtype=torch.long)
-        out_mask[row, : len(answer)] = 1
-    out_ids, out_mask = out_ids.to(device), out_mask.to(device)
+    out_ids, out_mask = right_padded(answers, pad_id, device)  # (R, L)
+    length = out_ids.shape[1]
     if routing is not None and adapters is not None:
         routing.set([adapters[i] for i in parent.tolist()])
     answer_hidden = model.get_decoder()(

@@ -96,7 +96,11 @@ def draw_entry(preset: Preset, seed: int) -> int:
 
 def derive_task(round_seed: bytes, peer: str, index: int, preset: Preset) -> TaskItem:
     """Item ``index`` of ``peer``'s tasks in the round with ``round_seed``."""
-    seed = derive_item_seed(round_seed, peer, index)
+    return task_from_seed(derive_item_seed(round_seed, peer, index), index, preset)
+
+
+def task_from_seed(seed: int, index: int, preset: Preset) -> TaskItem:
+    """The item of ``preset`` that item seed ``seed`` draws (entry, then the entry's generator)."""
     entry = preset.entries[draw_entry(preset, seed)]
     (raw,) = generator.generate(entry.dataset, entry.config, seed=seed, size=1)
     return TaskItem(
