@@ -67,6 +67,9 @@ class ExperimentConfig:
     share_prompts: bool = True
     eval_every: int = 0
     eval_tasks: int = 200
+    same_tasks_as: str = ""
+    """In-process only: a chain experiment's folder whose genesis seeds and first rounds the
+    units reuse, so both exchanges see the same task streams (the exchange check)."""
 
     def __post_init__(self) -> None:
         if self.exchange not in EXCHANGES:
@@ -77,6 +80,8 @@ class ExperimentConfig:
             raise ValueError("an experiment needs rounds, configurations and seeds")
         if len(set(self.configs)) != len(self.configs) or len(set(self.seeds)) != len(self.seeds):
             raise ValueError("configurations and seeds must not repeat")
+        if self.same_tasks_as and self.exchange != "inprocess":
+            raise ValueError("same_tasks_as applies to the in-process exchange only")
         if self.precision not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"precision {self.precision!r}: one of auto, float32, bfloat16")
         if self.eval_every < 0 or self.eval_tasks < 1:

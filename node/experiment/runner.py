@@ -70,6 +70,7 @@ class UnitProgress:
     genesis_seed: str = ""
     peers: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    first_round: int | None = None  # the exchange's round of experiment round 0
 
     @classmethod
     def load(cls, path: Path) -> UnitProgress:
@@ -240,7 +241,10 @@ class ExperimentRunner:
         ``node-i`` is saved only once every node has finished a round, so a unit cut in the middle
         of a round resumes from the last round all nodes finished.
         """
-        swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(unit.seed), round=start)
+        genesis, first = InProcessSwarm.genesis_seed_for(unit.seed), 0
+        if self.config.same_tasks_as:
+            genesis, first = self._chain_start(unit)
+        swarm = InProcessSwarm(genesis, round=first + start)
         live = [folder / f"node-{i}" / "live" for i in range(self.config.nodes)]
         for path in live:
             shutil.rmtree(path, ignore_errors=True)
@@ -256,6 +260,18 @@ class ExperimentRunner:
                     )
         self._advance = swarm.advance
         return nodes
+
+    def _chain_start(self, unit: Unit) -> tuple[bytes, int]:
+        """The genesis seed and first round of ``unit`` in the chain experiment named by
+        ``same_tasks_as``: with them the in-process nodes see the chain run's task streams."""
+        folder = Path(self.config.same_tasks_as)
+        seen = UnitProgress.load(folder / "units" / unit.slug / "progress.json")
+        if not seen.genesis_seed or seen.first_round is None:
+            raise RuntimeError(
+                f"{folder}: no chain run of {unit.slug} with its genesis seed and first round "
+                "(run the chain experiment first, with this version)"
+            )
+        return bytes.fromhex(seen.genesis_seed.removeprefix("0x")), seen.first_round
 
     def _start_chain(self, unit: Unit, folder: Path) -> tuple[list[SwarmNode], ChainUnit]:
         accounts = experiment_accounts(unit.seed, self.config.nodes)
@@ -289,6 +305,7 @@ class ExperimentRunner:
             self._check_genesis(unit, nodes)
             progress.genesis_seed = "0x" + nodes[0].genesis_seed.hex()
             progress.peers = [n.address for n in nodes]
+            progress.first_round = first
             progress.save(folder / "progress.json")
             self.echo(
                 f"[{index}/{total}] {self._name(unit)}: {self.config.exchange} exchange, "

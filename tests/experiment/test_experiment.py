@@ -272,3 +272,28 @@ def test_held_out_evaluation_every_round_survives_a_resume(
         run_experiment(config, cut, load_model=load_model, learner_class=_crashing(5))
     assert run_experiment(config, cut, load_model=load_model, learner_class=AnsweringLearner)
     assert _eval_rows(cut) == rows  # nothing lost, nothing twice, the same greedy answers
+
+
+@pytest.mark.integration
+def test_the_in_process_exchange_gives_the_chain_runs_rows(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    on_chain = tmp_path / "chain"
+    chain = _config(exchange="chain", configs=(Sharing(2, 0), Sharing(1, 2)))
+    assert run_experiment(chain, on_chain, load_model=load_model, learner_class=AnsweringLearner)
+    in_memory = tmp_path / "inprocess"
+    config = chain.merged(exchange="inprocess", same_tasks_as=str(on_chain))
+    assert run_experiment(config, in_memory, load_model=load_model, learner_class=AnsweringLearner)
+    rows = _results(on_chain)
+    assert len(rows) == 2 * 3 * 2 and any(r[RESULT_COLUMNS.index("loss")] for r in rows)
+    assert _results(in_memory) == rows  # same tasks, samples, verdicts, selections and losses
+
+
+def test_same_tasks_as_needs_a_chain_run(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    config = _config(configs=(Sharing(1, 1),), same_tasks_as=str(tmp_path))
+    with pytest.raises(RuntimeError, match="no chain run"):
+        run_experiment(config, tmp_path / "out", load_model=load_model)
+    with pytest.raises(ValueError, match="in-process exchange only"):
+        _config(exchange="chain", same_tasks_as=str(tmp_path))
