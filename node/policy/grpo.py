@@ -276,14 +276,18 @@ def chosen_token_logprobs(
     return torch.cat(out) if out else hidden.new_zeros(0, dtype=torch.float32)  # (N,)
 
 
+def completion_hidden(model: nn.Module, batch: MicroBatch) -> tuple[Tensor, Tensor]:
+    """Hidden states (N, H) predicting the micro-batch's completion tokens, and the tokens (N,)."""
+    decoder = model.get_decoder()
+    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]  # (B, T, H)
+    return hidden[:, :-1][batch.target_mask], batch.input_ids[:, 1:][batch.target_mask]
+
+
 def completion_logprobs(
     model: nn.Module, batch: MicroBatch, *, chunk_tokens: int, temperature: float = 1.0
 ) -> Tensor:
     """Log-probs (N,) of the micro-batch's completion tokens, in order, under ``model``."""
-    decoder = model.get_decoder()
-    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]  # (B, T, H)
-    hidden = hidden[:, :-1][batch.target_mask]  # (N, H)
-    targets = batch.input_ids[:, 1:][batch.target_mask]  # (N,)
+    hidden, targets = completion_hidden(model, batch)
     return chosen_token_logprobs(
         hidden,
         targets,
@@ -554,10 +558,7 @@ class _Forward:
         ]
         if self.routing is not None:
             self.routing.set([a for g, a in zip(groups, adapters) for _ in g.completions])
-        batch = collate(sequences, self.pad_id, self.device)
-        decoder = self.model.get_decoder()
-        hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]
-        return hidden[:, :-1][batch.target_mask], batch.input_ids[:, 1:][batch.target_mask]
+        return completion_hidden(self.model, collate(sequences, self.pad_id, self.device))
 
 
 def _prepare(
