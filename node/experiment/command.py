@@ -78,6 +78,12 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
     "after the last) [0: never].",
 )
 @click.option("--eval-tasks", type=click.IntRange(min=1), help="Tasks in the held-out set [200].")
+@click.option(
+    "--same-tasks-as",
+    type=click.Path(exists=True, file_okay=False),
+    help="In-process only: run on the genesis seeds and first rounds of this chain experiment's "
+    "folder, so both exchanges see the same tasks (compare their rounds.csv rows).",
+)
 def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: object) -> None:
     """Compare I/J sharing configurations (the SAPO experiment) on N nodes over one base model.
 

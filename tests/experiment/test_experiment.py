@@ -223,7 +223,8 @@ def test_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = CliRunner().invoke(
         main,
         ["experiment", "--out", str(tmp_path / "o"), "--config-file", str(toml), "--inprocess"]
-        + ["--rounds", "5", "--seed", "1", "--seed", "2", "--lr", "0.001", "--model", "tiny"],
+        + ["--rounds", "5", "--seed", "1", "--seed", "2", "--lr", "0.001", "--model", "tiny"]
+        + ["--same-tasks-as", str(tmp_path)],
     )
     assert result.exit_code == 0, result.output
     config = seen["config"]
@@ -231,6 +232,11 @@ def test_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.nodes == 3 and config.rounds == 5 and config.seeds == (1, 2)
     assert config.configs == (Sharing(2, 0), Sharing(1, 1)) and config.exchange == "inprocess"
     assert config.lr == 0.001 and config.baseline == Sharing(2, 0)
+    assert config.same_tasks_as == str(tmp_path)
+
+    on_chain = ["experiment", "--out", str(tmp_path / "c"), "--same-tasks-as", str(tmp_path)]
+    chain = CliRunner().invoke(main, on_chain)
+    assert chain.exit_code != 0 and "in-process exchange only" in chain.output
 
     bad = CliRunner().invoke(main, ["experiment", "--out", str(tmp_path), "--config", "2x2"])
     assert bad.exit_code != 0 and "write I/J" in bad.output
