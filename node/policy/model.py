@@ -151,10 +151,11 @@ def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The token a chat turn ends with: the chat format's end-of-turn token (``<|im_end|>``,
     ``<|eot_id|>``, ...) when the vocabulary has one, else EOS. Llama 3's EOS is
     ``<|end_of_text|>`` but its turns end with ``<|eot_id|>``: training must teach the latter."""
-    vocab = tokenizer.get_vocab()
     for token in _END_OF_TURN_TOKENS:
-        if token in vocab:
-            return int(vocab[token])
+        # one token's lookup: get_vocab() builds the whole vocabulary's dict at every call
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if token_id is not None and tokenizer.convert_ids_to_tokens(token_id) == token:
+            return int(token_id)
     if tokenizer.eos_token_id is None:
         raise ModelLoadError("the tokenizer has no EOS or end-of-turn token")
     return int(tokenizer.eos_token_id)

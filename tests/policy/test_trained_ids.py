@@ -36,6 +36,7 @@ from node.policy.grpo import (  # noqa: E402
     tokenize_groups,
     trainable_parameters,
 )
+from node.policy.errors import ModelLoadError  # noqa: E402
 from node.policy.model import BaseModel, encode_prompts, end_of_turn_id, tiny_model  # noqa: E402
 
 PROMPTS = [
@@ -265,3 +266,21 @@ def test_text_from_a_model_with_another_tokenizer_is_trained_on(
     assert rows == expected
     assert [list(c.token_ids) for c in group.completions] != [r[len(prompt) :] for r in expected]
     assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True))
+
+
+def _special_only_tokenizer(eos: str | None, *extra: str) -> PreTrainedTokenizerBase:
+    vocab = {w: i for i, w in enumerate(["[UNK]", "<pad>", "the", *extra])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="<pad>", eos_token=eos
+    )
+
+
+def test_the_end_of_turn_token_is_the_chat_formats_not_eos_and_never_unk() -> None:
+    llama3_like = _special_only_tokenizer("<|end_of_text|>", "<|end_of_text|>", "<|eot_id|>")
+    assert end_of_turn_id(llama3_like) == llama3_like.convert_tokens_to_ids("<|eot_id|>") == 4
+    plain = _special_only_tokenizer("</s>", "</s>")  # no end-of-turn token: EOS, not [UNK]
+    assert end_of_turn_id(plain) == plain.eos_token_id == 3
+    with pytest.raises(ModelLoadError, match="no EOS"):
+        end_of_turn_id(_special_only_tokenizer(None))
