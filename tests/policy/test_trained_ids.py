@@ -27,6 +27,7 @@ from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast  # noq
 
 from node.learning_data import GeneratedCompletion, GeneratedGroup, ScoredGroup  # noqa: E402
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings  # noqa: E402
+from node.policy.errors import ModelLoadError  # noqa: E402
 from node.policy.generation import SamplingConfig, generate_from_ids, generate_groups  # noqa: E402
 from node.policy.grpo import (  # noqa: E402
     GRPOConfig,
@@ -36,7 +37,6 @@ from node.policy.grpo import (  # noqa: E402
     tokenize_groups,
     trainable_parameters,
 )
-from node.policy.errors import ModelLoadError  # noqa: E402
 from node.policy.model import BaseModel, encode_prompts, end_of_turn_id, tiny_model  # noqa: E402
 
 PROMPTS = [
