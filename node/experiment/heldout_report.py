@@ -1,7 +1,8 @@
 """The held-out evaluations of an experiment (``eval.csv``): curves and paired intervals.
 
 For each configuration and evaluation round: the accuracy and format rate averaged over the
-nodes, then over seeds. Against the baseline configuration (J = 0) the comparison is paired by
+nodes, then over seeds, and the lowest and highest single node (nodes of one swarm can part
+ways). Against the baseline configuration (J = 0) the comparison is paired by
 seed (same task streams, same initial adapters): the per-seed difference of the swarm-mean
 accuracy, with a two-sided 95 % Student t interval over seeds (none with one seed).
 """
@@ -28,6 +29,7 @@ class HeldOutPoint:
     seeds: int
     accuracy: float
     format_rate: float
+    node_range: tuple[float, float]  # lowest and highest accuracy of a single node, any seed
     difference: float | None  # accuracy minus the baseline's, mean over seeds
     difference_ci: tuple[float, float] | None
 
@@ -35,9 +37,11 @@ class HeldOutPoint:
 def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[HeldOutPoint]:
     """Every (configuration, round) evaluated in every seed of that configuration."""
     swarm: dict[tuple[str, int, int], list[tuple[float, float]]] = defaultdict(list)
+    nodes: dict[tuple[str, int], list[float]] = defaultdict(list)
     for row in rows:
         key = (row["config"], int(row["seed"]), int(row["round"]))
         swarm[key].append((float(row["accuracy"]), float(row["format_rate"])))
+        nodes[(row["config"], int(row["round"]))].append(float(row["accuracy"]))
     means = {k: tuple(statistics.fmean(x) for x in zip(*v)) for k, v in swarm.items()}
     baseline = config.baseline.label
     points = []
@@ -59,8 +63,11 @@ def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> 
                     half = T95.get(len(paired) - 1, 1.96) * statistics.stdev(paired)
                     half /= math.sqrt(len(paired))
                     ci = (difference - half, difference + half)
+            spread = (min(nodes[(label, round_)]), max(nodes[(label, round_)]))
             points.append(
-                HeldOutPoint(label, round_, len(seeds), accuracy, format_rate, difference, ci)
+                HeldOutPoint(
+                    label, round_, len(seeds), accuracy, format_rate, spread, difference, ci
+                )
             )
     return points
 
@@ -72,9 +79,9 @@ def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> st
     lines = [
         f"\n## Held-out accuracy ({config.eval_tasks} tasks, greedy, every "
         f"{config.eval_every} rounds)\n",
-        f"| round | config | seeds | accuracy | format rate | vs {config.baseline.label} "
-        "(paired by seed) | 95% CI over seeds |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        f"| round | config | seeds | accuracy | single nodes | format rate | "
+        f"vs {config.baseline.label} (paired by seed) | 95% CI over seeds |",
+        "| ---: | --- | ---: | ---: | --- | ---: | ---: | --- |",
     ]
     for p in sorted(points, key=lambda p: (p.round, p.config)):
         diff = "baseline" if p.difference is None else f"{p.difference:+.3f}"
@@ -84,8 +91,8 @@ def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> st
             else f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
         )
         lines.append(
-            f"| {p.round} | {p.config} | {p.seeds} | {p.accuracy:.3f} | {p.format_rate:.2f} | "
-            f"{diff} | {ci} |"
+            f"| {p.round} | {p.config} | {p.seeds} | {p.accuracy:.3f} | "
+            f"{p.node_range[0]:.3f}-{p.node_range[1]:.3f} | {p.format_rate:.2f} | {diff} | {ci} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -112,9 +119,12 @@ def _plot(folder: Path, config: ExperimentConfig, points: list[HeldOutPoint]) ->
     for label in [c.label for c in config.configs]:
         mine = sorted((p for p in points if p.config == label), key=lambda p: p.round)
         if mine:
-            axis.plot([p.round for p in mine], [p.accuracy for p in mine], marker="o", label=label)
+            rounds = [p.round for p in mine]
+            line = axis.plot(rounds, [p.accuracy for p in mine], marker="o", label=label)[0]
+            lows, highs = zip(*(p.node_range for p in mine), strict=True)
+            axis.fill_between(rounds, lows, highs, color=line.get_color(), alpha=0.12)
     axis.set_xlabel("rounds trained")
-    axis.set_ylabel("held-out accuracy (mean over nodes and seeds)")
+    axis.set_ylabel("held-out accuracy (mean over nodes and seeds;\nband: single nodes)")
     axis.set_title(f"{config.model}, {config.preset}: greedy, {config.eval_tasks} tasks")
     axis.legend(title="I/J")
     axis.grid(alpha=0.3)

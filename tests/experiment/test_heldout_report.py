@@ -31,7 +31,10 @@ def test_differences_are_paired_by_seed() -> None:
     low, high = shared.difference_ci  # type: ignore[misc]
     assert low == pytest.approx(0.06 - 4.303 * 0.01 / 3**0.5)  # t(2), sd of (0.05, 0.06, 0.07)
     assert high == pytest.approx(0.06 + 4.303 * 0.01 / 3**0.5)
-    assert "| 10 | 2/2 | 3 | " in heldout_markdown(config, list(points.values()))
+    assert points["4/0"].node_range == pytest.approx((0.19, 0.51))  # every node of every seed
+    assert shared.node_range == pytest.approx((0.25, 0.56))
+    table = heldout_markdown(config, list(points.values()))
+    assert "| 10 | 2/2 | 3 | 0.393 | 0.250-0.560 | 1.00 | +0.060 |" in table
 
 
 def test_a_single_seed_has_no_interval() -> None:
