@@ -3,6 +3,7 @@
 Folder layout::
 
     config.json                 the settings; a resumed run must be given the same ones
+    runs.json                   one entry per invocation: time, versions, git commit
     rounds.csv                  one row per node per round, appended as each round finishes
     summary.md, summary.json    the table (rewritten after every unit and at the end)
     cumulative_reward.png, moving_average_reward.png
@@ -27,6 +28,7 @@ import json
 import logging
 import platform
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -169,6 +171,7 @@ class ExperimentRunner:
                 "python": platform.python_version(),
                 "torch": torch.__version__,
                 "torch_threads": torch.get_num_threads(),
+                **code_version(),
             }
         )
         path.write_text(json.dumps(runs, indent=2) + "\n")
@@ -474,6 +477,24 @@ class ExperimentRunner:
             f"{elapsed:.0f}s, elapsed {_clock(time.monotonic() - self._started)}, "
             f"eta {_clock(eta)}"
         )
+
+
+def code_version() -> dict[str, Any]:
+    """The git commit of the code running (and whether tracked files differ from it), for
+    ``runs.json``; nothing outside a git checkout."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        changes = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit, "modified": bool(changes)}
 
 
 def _clock(seconds: float) -> str:

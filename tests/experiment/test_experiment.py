@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -151,6 +152,9 @@ def test_inprocess_outputs_identical_tasks_and_resume(
     )
     _check_experiment(whole, config)
     assert any("config 1/1 seed 0 round 2/2: reward" in line for line in lines)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # a git checkout: runs.json names the code that ran
+        assert json.loads((whole / "runs.json").read_text())[-1]["commit"] == head.stdout.strip()
 
     # killed in the middle of the second configuration's second round (11th training step)
     cut = tmp_path / "cut"
