@@ -15,7 +15,7 @@ import csv
 import json
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,12 +87,28 @@ class RoundsCsv:
             f.flush()
             os.fsync(f.fileno())
 
-    def keep(self, rounds_done: dict[tuple[str, int], int]) -> int:
-        """Drops rows past each unit's completed rounds (a killed round); returns how many."""
+    def keep(
+        self, rounds_done: dict[tuple[str, int], int], *, complete_at_done: int = 0
+    ) -> int:
+        """Drops rows past each unit's completed rounds (a killed round); returns how many.
+
+        With ``complete_at_done`` = n, rows of round ``rounds_done`` itself stay too when the
+        unit has n whole rows of it (``eval.csv``: the evaluation after the last round done
+        finished; a partial one is dropped, to be redone)."""
         rows = self.rows()
-        kept = [
-            r for r in rows if int(r["round"]) < rounds_done.get((r["config"], int(r["seed"])), 0)
-        ]
+        whole = Counter(
+            (r["config"], r["seed"], r["round"]) for r in rows if None not in r.values()
+        )
+
+        def wanted(r: dict[str, str]) -> bool:
+            if None in r.values():  # a line cut short by a kill
+                return False
+            done, round_ = rounds_done.get((r["config"], int(r["seed"])), 0), int(r["round"])
+            if round_ == done and complete_at_done:
+                return whole[(r["config"], r["seed"], r["round"])] == complete_at_done
+            return round_ < done
+
+        kept = [r for r in rows if wanted(r)]
         if len(kept) != len(rows):
             tmp = self.path.with_suffix(".tmp")
             with tmp.open("w", newline="") as f:

@@ -152,7 +152,8 @@ class ExperimentRunner:
                 progress.rounds_done = 0  # a chain unit cut short is redone from round 0
             done[(unit.sharing.label, unit.seed)] = progress.rounds_done
         dropped = self.csv.keep(done)
-        self.eval_csv.keep(done)  # an evaluation of round k is redone when round k is resumed
+        # a finished evaluation after the last round done is kept; a cut one is redone
+        self.eval_csv.keep(done, complete_at_done=self.config.nodes)
         if dropped:
             self.echo(f"dropped {dropped} rows of rounds that had not finished")
         self._log_run()
@@ -331,7 +332,7 @@ class ExperimentRunner:
                 self._round_seconds.append(elapsed)
                 self._progress_line(unit, index, total, round_, reports, elapsed)
 
-            if self._evaluation_due(start):
+            if self._evaluation_due(start) and not self._evaluated(unit, start):
                 self._evaluate(unit, nodes, start)
                 round_started[0] = time.monotonic()  # the first round's time without it
             run_lockstep(
@@ -404,17 +405,28 @@ class ExperimentRunner:
             for i, node in enumerate(nodes):
                 node.learner.save(folder / f"node-{i}", round_, {"peer": node.address})
         elapsed = time.monotonic() - started
-        if self._evaluation_due(round_ + 1):
-            self._evaluate(unit, nodes, round_ + 1)
+        # the round counts as done as soon as every checkpoint is saved: a kill during the
+        # evaluation must not leave the checkpoints a round ahead of progress.json
         progress.rounds_done = round_ + 1
         progress.seconds += elapsed
         progress.save(folder / "progress.json")
+        if self._evaluation_due(round_ + 1):
+            self._evaluate(unit, nodes, round_ + 1)
         return elapsed
 
     def _evaluation_due(self, trained: int) -> bool:
         """Evaluate before round 0, every ``eval_every`` rounds, and after the last."""
         every = self.config.eval_every
         return every > 0 and (trained % every == 0 or trained == self.config.rounds)
+
+    def _evaluated(self, unit: Unit, trained: int) -> bool:
+        """Whether ``eval.csv`` holds the evaluation after ``trained`` rounds of ``unit``."""
+        return any(
+            r["config"] == unit.sharing.label
+            and int(r["seed"]) == unit.seed
+            and int(r["round"]) == trained
+            for r in self.eval_csv.rows()
+        )
 
     def _evaluate(self, unit: Unit, nodes: list[SwarmNode], trained: int) -> None:
         """Every node's greedy accuracy on the held-out set, appended to ``eval.csv``."""

@@ -13,12 +13,13 @@ import subprocess
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from node.experiment.config import ExperimentConfig, Sharing
-from node.experiment.outputs import moving_average
+from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, moving_average
 from node.experiment.runner import ConfigMismatch, run_experiment
 from node.policy.grpo import ScoredGroup, StepMetrics
 from node.policy.model import BaseModel, tiny_model
@@ -265,7 +266,7 @@ def _eval_rows(folder: Path) -> list[tuple[str, ...]]:
 
 
 def test_held_out_evaluation_every_round_survives_a_resume(
-    tmp_path: Path, load_model: Callable[[], BaseModel]
+    tmp_path: Path, load_model: Callable[[], BaseModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = _config(configs=(Sharing(1, 1),), eval_every=1, eval_tasks=6)
     whole = tmp_path / "whole"
@@ -282,6 +283,62 @@ def test_held_out_evaluation_every_round_survives_a_resume(
         run_experiment(config, cut, load_model=load_model, learner_class=_crashing(5))
     assert run_experiment(config, cut, load_model=load_model, learner_class=AnsweringLearner)
     assert _eval_rows(cut) == rows  # nothing lost, nothing twice, the same greedy answers
+
+    # killed during the evaluation after round 1: round 1 stays done, its evaluation is redone
+    from node.experiment import runner
+
+    evaluations, evaluate = [0], runner.evaluate
+
+    def killed_in_the_second(*args: Any, **kwargs: Any) -> Any:
+        evaluations[0] += 1
+        if evaluations[0] == 2:
+            raise KeyboardInterrupt("killed")
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate", killed_in_the_second)
+    in_eval = tmp_path / "in-eval"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, in_eval, load_model=load_model, learner_class=AnsweringLearner)
+    monkeypatch.undo()
+    lines = []
+    assert run_experiment(
+        config, in_eval, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    assert any("resuming at round 1" in line for line in lines)
+    assert _eval_rows(in_eval) == rows
+
+    # stopped cleanly after round 1's evaluation: the resume does not evaluate round 1 again
+    stopped = tmp_path / "stopped"
+    progress = stopped / "units" / "c1-1-s0" / "progress.json"
+
+    def after_round_1() -> bool:
+        return progress.exists() and json.loads(progress.read_text())["rounds_done"] >= 1
+
+    assert not run_experiment(
+        config, stopped, load_model=load_model, learner_class=AnsweringLearner,
+        should_stop=after_round_1,
+    )  # fmt: skip
+    lines = []
+    assert run_experiment(
+        config, stopped, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    assert any("resuming at round 1" in line for line in lines)
+    assert not any("held-out after 1 rounds" in line for line in lines)
+    assert _eval_rows(stopped) == rows
+
+
+def test_keeping_rows_of_finished_rounds_and_whole_evaluations(tmp_path: Path) -> None:
+    table = RoundsCsv(tmp_path / "eval.csv", EVAL_COLUMNS)
+    row = {"exchange": "inprocess", "config": "2/2", "seed": 0, "accuracy": "0.5"}
+    row |= {"format_rate": "1.0", "tasks": 6, "seconds": "1.0"}
+    table.append([row | {"round": 1, "node": n} for n in range(3)])  # whole, round 1 of seed 0
+    table.append([row | {"round": 1, "node": n, "seed": 1} for n in range(2)])  # 2 of 3 nodes
+    with table.path.open("a") as f:
+        f.write("inprocess,2/2,0,2,0,0.5")  # a line cut short by a kill
+    assert table.keep({("2/2", 0): 1, ("2/2", 1): 1}, complete_at_done=3) == 3
+    assert [(r["seed"], r["round"]) for r in table.rows()] == [("0", "1")] * 3
+    assert table.keep({("2/2", 0): 1}) == 3  # without complete_at_done: only rounds < done
+    assert table.rows() == []
 
 
 @pytest.mark.integration
