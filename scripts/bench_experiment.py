@@ -150,7 +150,9 @@ def _model_flops(model, groups) -> float:  # type: ignore[no-untyped-def]
     decoder = sum(p.numel() for p in model.get_decoder().parameters()) - vocab * hidden
     prompt = sum(len(g.prompt) for node in groups for g in node)
     answers = sum(len(c.token_ids) for node in groups for g in node for c in g.completions)
-    return 6 * decoder * (prompt + answers) + 6 * vocab * hidden * answers
+    # forward 2 + input gradients 2 per weight and token: the base is frozen, so no weight
+    # gradients (the rank-16 LoRA products are not counted, nor is attention)
+    return 4 * decoder * (prompt + answers) + 4 * vocab * hidden * answers
 
 
 def main() -> None:
