@@ -83,7 +83,8 @@ def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> st
         f"vs {config.baseline.label} (paired by seed) | 95% CI over seeds |",
         "| ---: | --- | ---: | ---: | --- | ---: | ---: | --- |",
     ]
-    for p in sorted(points, key=lambda p: (p.round, p.config)):
+    order = {c.label: k for k, c in enumerate(config.configs)}
+    for p in sorted(points, key=lambda p: (p.round, order.get(p.config, len(order)))):
         diff = "baseline" if p.difference is None else f"{p.difference:+.3f}"
         ci = (
             "-"
