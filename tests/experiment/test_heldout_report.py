@@ -35,6 +35,7 @@ def test_differences_are_paired_by_seed() -> None:
     assert shared.node_range == pytest.approx((0.25, 0.56))
     table = heldout_markdown(config, list(points.values()))
     assert "| 10 | 2/2 | 3 | 0.393 | 0.250-0.560 | 1.00 | +0.060 |" in table
+    assert table.index("| 10 | 4/0 |") < table.index("| 10 | 2/2 |")  # the experiment's order
 
 
 def test_a_single_seed_has_no_interval() -> None:
