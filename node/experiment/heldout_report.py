@@ -37,11 +37,9 @@ class HeldOutPoint:
 def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[HeldOutPoint]:
     """Every (configuration, round) evaluated in every seed of that configuration."""
     swarm: dict[tuple[str, int, int], list[tuple[float, float]]] = defaultdict(list)
-    nodes: dict[tuple[str, int], list[float]] = defaultdict(list)
     for row in rows:
         key = (row["config"], int(row["seed"]), int(row["round"]))
         swarm[key].append((float(row["accuracy"]), float(row["format_rate"])))
-        nodes[(row["config"], int(row["round"]))].append(float(row["accuracy"]))
     means = {k: tuple(statistics.fmean(x) for x in zip(*v)) for k, v in swarm.items()}
     baseline = config.baseline.label
     points = []
@@ -63,7 +61,8 @@ def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> 
                     half = T95.get(len(paired) - 1, 1.96) * statistics.stdev(paired)
                     half /= math.sqrt(len(paired))
                     ci = (difference - half, difference + half)
-            spread = (min(nodes[(label, round_)]), max(nodes[(label, round_)]))
+            single = [a for s in seeds for a, _ in swarm[(label, s, round_)]]
+            spread = (min(single), max(single))
             points.append(
                 HeldOutPoint(
                     label, round_, len(seeds), accuracy, format_rate, spread, difference, ci

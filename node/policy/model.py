@@ -151,22 +151,24 @@ def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The token a chat turn ends with: the chat format's end-of-turn token (``<|im_end|>``,
     ``<|eot_id|>``, ...) when the vocabulary has one, else EOS. Llama 3's EOS is
     ``<|end_of_text|>`` but its turns end with ``<|eot_id|>``: training must teach the latter."""
-    for token in _END_OF_TURN_TOKENS:
-        token_id = _token_id(tokenizer, token)
-        if token_id is not None:
-            return token_id
+    found = _end_of_turn_ids(tokenizer)
+    if found:
+        return found[0]
     if tokenizer.eos_token_id is None:
         raise ModelLoadError("the tokenizer has no EOS or end-of-turn token")
     return int(tokenizer.eos_token_id)
 
 
-def _token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int | None:
-    """The id of ``token`` if the vocabulary has it (not the unknown token's id). One lookup:
-    ``get_vocab()`` would build the whole vocabulary's dict (~40 ms for 49k tokens)."""
-    token_id = tokenizer.convert_tokens_to_ids(token)
-    if token_id is None or tokenizer.convert_ids_to_tokens(token_id) != token:
-        return None
-    return int(token_id)
+def _end_of_turn_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Ids of the known end-of-turn tokens the vocabulary has, in ``_END_OF_TURN_TOKENS`` order
+    (never the unknown token's id). One lookup per token: ``get_vocab()`` would build the whole
+    vocabulary's dict (~40 ms for 49k tokens)."""
+    ids = []
+    for token in _END_OF_TURN_TOKENS:
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if token_id is not None and tokenizer.convert_ids_to_tokens(token_id) == token:
+            ids.append(int(token_id))
+    return ids
 
 
 def stop_token_ids(
@@ -177,10 +179,7 @@ def stop_token_ids(
     ids: set[int] = set()
     if tokenizer.eos_token_id is not None:
         ids.add(int(tokenizer.eos_token_id))
-    for token in _END_OF_TURN_TOKENS:
-        token_id = _token_id(tokenizer, token)
-        if token_id is not None:
-            ids.add(token_id)
+    ids.update(_end_of_turn_ids(tokenizer))
     generation_config = getattr(model, "generation_config", None)
     configured = getattr(generation_config, "eos_token_id", None)
     if isinstance(configured, int):
