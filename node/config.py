@@ -139,7 +139,10 @@ class TrainingSettings(_Section):
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
     beta: float = Field(0.0, ge=0, description="KL penalty weight against the base; 0 = none.")
     micro_batch_size: int = Field(
-        16, ge=1, description="Completions per forward/backward pass (lower it to save memory)."
+        16,
+        ge=1,
+        description="Completions per forward/backward pass (lower it to save memory). Nodes "
+        "trained together in one process (experiment, local swarm) pass this many per node.",
     )
     precision: TrainingPrecision = Field(
         "auto",

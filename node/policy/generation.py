@@ -370,7 +370,10 @@ def _sample(
     """One token per row of ``logits`` (n, V): greedy, or temperature + top-p sampling."""
     if sampling.temperature == 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)  # (n, V)
+    logits = logits.float()
+    if sampling.temperature != 1.0:  # dividing by 1 would only copy the logits
+        logits = logits / sampling.temperature
+    probs = torch.softmax(logits, dim=-1)  # (n, V)
     if sampling.top_p < 1:
         sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True)  # (n, V)
         # drop a token when the more likely ones already reach top_p (the top one always stays)

@@ -57,8 +57,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -76,9 +75,11 @@ from node.learning_data import (
     TrainedCompletion,
 )
 from node.policy.adapters import OptimizerSettings, RowAdapters
+from node.policy.attention import GROUPED_EAGER, attention
 from node.policy.model import encode_prompts, end_of_turn_id
 from node.policy.precision import (
     TrainingPrecision,
+    frozen_linear_as,
     frozen_weights_as,
     resolve_precision,
     training_autocast,
@@ -122,8 +123,8 @@ class GRPOConfig(BaseModel):
     micro_batch_size: int = Field(
         16,
         ge=1,
-        description="Completions per forward/backward pass (whole groups; gradients are "
-        "accumulated).",
+        description="Completions per forward/backward pass and share (whole groups; gradients "
+        "are accumulated). Shares trained together pass up to this many per share at once.",
     )
     logprob_chunk_tokens: int = Field(
         256, ge=1, description="Rows of full-vocabulary logits materialised at once."
@@ -246,9 +247,11 @@ def collate(
 
 
 def _chunk_logprobs(
-    hidden: Tensor, targets: Tensor, *, lm_head: nn.Module, temperature: float
+    hidden: Tensor, targets: Tensor, *, lm_head: Callable[[Tensor], Tensor], temperature: float
 ) -> Tensor:
-    logits = lm_head(hidden).float() / temperature  # (n, V)
+    logits = lm_head(hidden).float()  # (n, V)
+    if temperature != 1.0:  # dividing by 1 would only copy the logits
+        logits = logits / temperature
     chosen = logits.gather(-1, targets[:, None]).squeeze(-1)  # (n,)
     return chosen - logits.logsumexp(-1)  # (n,)
 
@@ -256,7 +259,7 @@ def _chunk_logprobs(
 def chosen_token_logprobs(
     hidden: Tensor,
     targets: Tensor,
-    lm_head: nn.Module,
+    lm_head: Callable[[Tensor], Tensor],
     *,
     chunk_tokens: int,
     temperature: float = 1.0,
@@ -460,10 +463,16 @@ def train_together(
         log.info("GRPO step skipped: no group has distinct rewards")
         return [_skipped(p.mean_reward, started) for p in prepared]
     device = next(model.parameters()).device
-    batches = pack_micro_batches(items, config.micro_batch_size, device)
+    # each share brings its own budget: shares trained together fill passes of up to
+    # micro_batch_size completions per share (not one share's worth, which would cut the joint
+    # update into as many small, slower passes as there are shares)
+    sharing = sum(1 for p in prepared if p.groups)
+    batches = pack_micro_batches(items, config.micro_batch_size * sharing, device)
     forward = _Forward(model, tokenizer, config, routing, [s.adapter for s in shares], device)
 
-    with _training_attention(model, device):
+    # eager attention on the CPU: torch's fused one took ~6 ms per backward call for these short
+    # sequences, eager about a quarter of the step's time less
+    with attention(model, GROUPED_EAGER, device):
         return _update(model, config, prepared, batches, forward, started)
 
 
@@ -491,24 +500,6 @@ def _update(
     finally:
         model.train(was_training)
     return [_metrics(p, ref_logps is not None, started) for p in prepared]
-
-
-@contextmanager
-def _training_attention(model: nn.Module, device: torch.device) -> Iterator[None]:
-    """On CPU the update runs the "eager" attention (explicit matrix products and softmax):
-    measured on SmolLM2, torch's fused CPU attention took ~6 ms per backward call for these short
-    sequences, eager about a quarter of the step's time less. Sampling keeps the fused one (it
-    was faster there)."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    previous = getattr(inner.config, "_attn_implementation", None)
-    if device.type != "cpu" or previous in (None, "eager"):
-        yield
-        return
-    inner.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        inner.set_attn_implementation(previous)
 
 
 class _Forward:
@@ -539,7 +530,7 @@ class _Forward:
             return chosen_token_logprobs(
                 hidden,
                 targets,
-                self.model.get_output_embeddings(),
+                frozen_linear_as(self.autocast, self.model.get_output_embeddings()),
                 chunk_tokens=self.config.logprob_chunk_tokens,
                 temperature=self.config.temperature,
             )

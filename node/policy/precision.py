@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from node.config import TrainingPrecision
 
@@ -81,10 +82,7 @@ def frozen_weights_as(dtype: torch.dtype | None, model: nn.Module) -> Iterator[N
     for name, module in model.get_decoder().named_modules():
         if not isinstance(module, nn.Linear) or "lora_" in name or module.weight.requires_grad:
             continue
-        copy = _COPIES.get(module)
-        if copy is None or copy.dtype != dtype or copy.shape != module.weight.shape:
-            copy = module.weight.detach().to(dtype)
-            _COPIES[module] = copy
+        copy = _weight_copy(module, dtype)
         swapped.append((module, module.weight.data))
         module.weight.data = copy
     try:
@@ -92,6 +90,29 @@ def frozen_weights_as(dtype: torch.dtype | None, model: nn.Module) -> Iterator[N
     finally:
         for module, original in swapped:
             module.weight.data = original
+
+
+def frozen_linear_as(
+    dtype: torch.dtype | None, linear: nn.Module
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``linear`` (e.g. the output layer, left alone by ``frozen_weights_as``: its weight is tied
+    to the input embeddings) as a function holding a ``dtype`` copy of its frozen weight, made
+    on first use and kept. Under autocast it computes what ``linear`` would, bit for bit,
+    without casting the 28M-entry weight at every call. ``linear`` itself for ``dtype`` None or
+    a layer that trains."""
+    if dtype is None or not isinstance(linear, nn.Linear) or linear.weight.requires_grad:
+        return linear
+    weight = _weight_copy(linear, dtype)
+    bias = None if linear.bias is None else linear.bias.detach().to(dtype)
+    return lambda x: F.linear(x.to(dtype), weight, bias)
+
+
+def _weight_copy(module: nn.Linear, dtype: torch.dtype) -> torch.Tensor:
+    copy = _COPIES.get(module)
+    if copy is None or copy.dtype != dtype or copy.shape != module.weight.shape:
+        copy = module.weight.detach().to(dtype)
+        _COPIES[module] = copy
+    return copy
 
 
 def describe(setting: TrainingPrecision) -> str:

@@ -57,6 +57,9 @@ class NodeCore:
         )
         self.state: NodeState | None = None
         self.trained_round: int | None = None
+        #: whether ``finish`` checkpoints the adapter after a round it trained; False where the
+        #: caller checkpoints every node itself (the experiment's runner, once all have finished)
+        self.saves_adapter = True
         self._own: dict[int, OwnRound] = {}
         self._reports: dict[int, RoundReport] = {}
         self._swarm: SwarmInfo | None = None

@@ -358,7 +358,7 @@ class SwarmNode(Producer):
         """Checkpoints the adapter (if it learned this round) and the protocol state."""
         state = self._state()
         with report.timings.measure("checkpoint"):
-            if self.trained_round == round:
+            if self.trained_round == round and self.saves_adapter:
                 self.learner.save(self.state_dir, round, {"peer": self.address})
             state.last_round = round
             oldest = round - self.phases.judging_rounds

@@ -22,6 +22,7 @@ from node.experiment.config import ExperimentConfig, Sharing
 from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, moving_average
 from node.experiment.runner import ConfigMismatch, run_experiment
 from node.policy.grpo import ScoredGroup, StepMetrics
+from node.policy.checkpoint import read_checkpoint
 from node.policy.model import BaseModel, tiny_model
 from tests.integration.swarm import AnsweringLearner
 
@@ -153,6 +154,9 @@ def test_inprocess_outputs_identical_tasks_and_resume(
     )
     _check_experiment(whole, config)
     assert any("config 1/1 seed 0 round 2/2: reward" in line for line in lines)
+    node_folder = whole / "units" / "c1-1-s0" / "node-0"
+    assert read_checkpoint(node_folder).round == config.rounds - 1  # the runner's checkpoint
+    assert read_checkpoint(node_folder / "live") is None  # and no second one by the node
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
     if head.returncode == 0:  # a git checkout: runs.json names the code that ran
         assert json.loads((whole / "runs.json").read_text())[-1]["commit"] == head.stdout.strip()

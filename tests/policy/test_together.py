@@ -32,7 +32,7 @@ from node.policy.grpo import (
     train_together,
 )
 from node.policy.model import BaseModel, encode_prompts, tiny_model
-from node.policy.precision import describe, resolve_precision
+from node.policy.precision import describe, frozen_linear_as, resolve_precision
 from node.policy.prefill import cluster_prefixes, prefill
 from node.policy.prompt_sharing import shared_prompt_hidden
 
@@ -205,6 +205,29 @@ def test_training_together_equals_training_alone(
     )
 
 
+def test_shares_trained_together_fill_one_pass_each_share_could_fill(
+    pool: AdapterPool, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    """micro_batch_size is per share: two shares of 16 completions with micro_batch_size 16 run
+    one joint pass (not two passes of 16), and a third share without signal adds nothing."""
+    config = GRPOConfig(max_completion_tokens=16, precision="float32", share_prompts=False)
+    shares = [
+        TrainShare(node_groups(tokenizer, i), pool.optimizer(n), n) for i, n in enumerate(NAMES)
+    ]
+    assert sum(len(g.completions) for g in shares[0].groups) == config.micro_batch_size
+    rows = []
+    hook = pool.model.get_decoder().register_forward_hook(
+        lambda module, args, kwargs, out: rows.append(kwargs["input_ids"].shape[0]),
+        with_kwargs=True,
+    )
+    try:
+        with pool.rows(list(NAMES), trainable=True) as routing:
+            train_together(pool.model, tokenizer, config, shares, routing=routing)
+    finally:
+        hook.remove()
+    assert rows == [2 * config.micro_batch_size]
+
+
 def test_several_shares_need_a_routing(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
     config = GRPOConfig(max_completion_tokens=16)
     shares = [
@@ -281,6 +304,16 @@ def test_precision_settings() -> None:
     assert resolve_precision("bfloat16", cpu) is torch.bfloat16
     assert resolve_precision("auto", cuda) is None  # the base is bf16 there already
     assert "float32" in describe("float32")
+
+
+def test_the_output_layers_bf16_copy_computes_what_autocast_would(pool: AdapterPool) -> None:
+    head = pool.model.get_output_embeddings()
+    hidden = torch.randn(5, head.in_features)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = head(hidden)
+        copied = frozen_linear_as(torch.bfloat16, head)
+        assert torch.equal(copied(hidden), expected) and expected.dtype == torch.bfloat16
+    assert frozen_linear_as(None, head) is head
 
 
 def test_bf16_update_stays_close_to_float32(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
