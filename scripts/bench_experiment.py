@@ -16,8 +16,10 @@ wall seconds; model loading and the first round's warm-up are left out on both s
 each run, the medians and the ratios to the baseline measured in the same invocation.
 
 It also measures the machine's GEMM peak (fp32 and bf16, 4096 x 576 x 1536) and the share of it
-that one batched GRPO update of 4 nodes reaches (model FLOPs: 6 x decoder parameters x tokens
-run + 6 x vocabulary x hidden x completion tokens; attention not counted).
+that one batched GRPO update of 4 nodes reaches (FLOPs: 4 x decoder parameters x tokens run + 4 x
+vocabulary x hidden x completion tokens, forward and input gradients of the frozen base; a
+prompt prefix shared within a node runs once and is counted once; padding, attention and the
+LoRA products are not counted).
 
 Usage: .venv/bin/python scripts/bench_experiment.py [--rounds 4] [--pairs 2] [--ablations]
        [--baseline REV] [--threads 2]
@@ -146,9 +148,17 @@ def training_share_of_peak(args: argparse.Namespace, peak: dict[str, float]) -> 
 
 
 def _model_flops(model, groups) -> float:  # type: ignore[no-untyped-def]
+    from node.policy.prefill import cluster_prefixes
+
     vocab, hidden = model.get_output_embeddings().weight.shape
     decoder = sum(p.numel() for p in model.get_decoder().parameters()) - vocab * hidden
-    prompt = sum(len(g.prompt) for node in groups for g in node)
+    prompts = [list(g.prompt) for node in groups for g in node]
+    owners = [k for k, node in enumerate(groups) for _ in node]
+    clusters, member_of = cluster_prefixes(prompts, owners)
+    # each shared prefix runs once, then every prompt's rest on top of it
+    prompt = sum(length for _, length in clusters) + sum(
+        len(p) - clusters[c][1] for p, c in zip(prompts, member_of, strict=True)
+    )
     answers = sum(len(c.token_ids) for node in groups for g in node for c in g.completions)
     # forward 2 + input gradients 2 per weight and token: the base is frozen, so no weight
     # gradients (the rank-16 LoRA products are not counted, nor is attention)

@@ -463,11 +463,10 @@ def train_together(
         log.info("GRPO step skipped: no group has distinct rewards")
         return [_skipped(p.mean_reward, started) for p in prepared]
     device = next(model.parameters()).device
-    # each share brings its own budget: shares trained together fill passes of up to
-    # micro_batch_size completions per share (not one share's worth, which would cut the joint
-    # update into as many small, slower passes as there are shares)
-    sharing = sum(1 for p in prepared if p.groups)
-    batches = pack_micro_batches(items, config.micro_batch_size * sharing, device)
+    # each share with signal brings its own budget of micro_batch_size completions per pass (one
+    # share's budget would cut the joint update into as many small, slower passes as shares)
+    with_signal = sum(1 for p in prepared if p.groups)
+    batches = pack_micro_batches(items, config.micro_batch_size * with_signal, device)
     forward = _Forward(model, tokenizer, config, routing, [s.adapter for s in shares], device)
 
     # eager attention on the CPU: torch's fused one took ~6 ms per backward call for these short
