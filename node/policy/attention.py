@@ -11,10 +11,12 @@ slow in the backward pass. A batched update of 4 SmolLM2 nodes (16 groups of 4) 
 with it against 7.8 s with eager's copies (median of 3, same process). It is registered with
 transformers under ``GROUPED_EAGER``, with eager's mask.
 
-``attention(model, GROUPED_EAGER, device)`` switches a model from "sdpa" to it for a block, on
-the CPU only; a model set to anything else is left as it is. (Sampling keeps SDPA: explicit
-products for its one-token decode steps were faster alone, ~1.2 against ~1.9 ms per layer, but
-not within a whole generation.)
+``training_attention(model, device)`` switches a model from "sdpa" to eager attention for a
+block, on the CPU only: to this one for the model types whose own eager attention it reproduces
+(``GROUPED_EAGER_MODELS``), to the model's own "eager" for others (softcapping, attention sinks
+and the like are theirs); a model set to anything else is left as it is. (Sampling keeps SDPA:
+explicit products for its one-token decode steps were faster alone, ~1.2 against ~1.9 ms per
+layer, but not within a whole generation.)
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 GROUPED_EAGER = "swarm_grouped_eager"
+#: Model types whose eager attention (transformers 5.x ``eager_attention_forward``, the same
+#: function in each) is what ``grouped_eager_attention`` computes.
+GROUPED_EAGER_MODELS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma"})
 
 
 def grouped_eager_attention(
@@ -59,14 +64,15 @@ def grouped_eager_attention(
 
 
 @contextmanager
-def attention(model: nn.Module, name: str, device: torch.device) -> Iterator[None]:
-    """``model`` attends with ``name`` during the block if it is on the CPU with "sdpa"."""
+def training_attention(model: nn.Module, device: torch.device) -> Iterator[None]:
+    """``model`` attends eagerly during the block if it is on the CPU with "sdpa"."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     previous = getattr(inner.config, "_attn_implementation", None)
     if device.type != "cpu" or previous != "sdpa":
         yield
         return
-    inner.set_attn_implementation(name)
+    grouped = getattr(inner.config, "model_type", None) in GROUPED_EAGER_MODELS
+    inner.set_attn_implementation(GROUPED_EAGER if grouped else "eager")
     try:
         yield
     finally:

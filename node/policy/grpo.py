@@ -75,7 +75,7 @@ from node.learning_data import (
     TrainedCompletion,
 )
 from node.policy.adapters import OptimizerSettings, RowAdapters
-from node.policy.attention import GROUPED_EAGER, attention
+from node.policy.attention import training_attention
 from node.policy.model import encode_prompts, end_of_turn_id
 from node.policy.precision import (
     TrainingPrecision,
@@ -471,7 +471,7 @@ def train_together(
 
     # eager attention on the CPU: torch's fused one took ~6 ms per backward call for these short
     # sequences, eager about a quarter of the step's time less
-    with attention(model, GROUPED_EAGER, device):
+    with training_attention(model, device):
         return _update(model, config, prepared, batches, forward, started)
 
 

@@ -6,8 +6,28 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from node.policy.attention import GROUPED_EAGER, attention
-from node.policy.model import tiny_model
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from node.policy.attention import GROUPED_EAGER, GROUPED_EAGER_MODELS, training_attention
+
+
+def small_model(model_type: str):  # type: ignore[no-untyped-def]
+    """A random two-layer model of ``model_type`` with 4 query heads on 2 key/value heads."""
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(3)
+    return AutoModelForCausalLM.from_config(config)
 
 
 def run(model, implementation: str, ids, mask):  # type: ignore[no-untyped-def]
@@ -19,10 +39,10 @@ def run(model, implementation: str, ids, mask):  # type: ignore[no-untyped-def]
     return logits.detach(), model.get_input_embeddings().weight.grad.clone()
 
 
-def test_grouped_eager_attention_equals_eager(tokenizer) -> None:  # type: ignore[no-untyped-def]
-    model = tiny_model(tokenizer, seed=3)
-    assert model.config.num_attention_heads > model.config.num_key_value_heads  # grouped
-    ids = torch.randint(0, len(tokenizer), (3, 11))
+@pytest.mark.parametrize("model_type", sorted(GROUPED_EAGER_MODELS))
+def test_grouped_eager_attention_equals_eager(model_type: str) -> None:
+    model = small_model(model_type)
+    ids = torch.randint(0, 97, (3, 11))
     mask = torch.ones_like(ids)
     mask[0, :4] = 0  # left padding: the mask must reach every query head of a group
     mask[2, :7] = 0
@@ -32,14 +52,20 @@ def test_grouped_eager_attention_equals_eager(tokenizer) -> None:  # type: ignor
     torch.testing.assert_close(grad, eager_grad, rtol=1e-4, atol=1e-7)
 
 
-def test_attention_switches_from_sdpa_on_the_cpu_only(tokenizer) -> None:  # type: ignore[no-untyped-def]
-    model = tiny_model(tokenizer, seed=4)
+def test_training_attention_switches_from_sdpa_on_the_cpu_only() -> None:
+    cpu = torch.device("cpu")
+    model = small_model("llama")
     model.set_attn_implementation("sdpa")
-    with attention(model, GROUPED_EAGER, torch.device("cpu")):
+    with training_attention(model, cpu):
         assert model.config._attn_implementation == GROUPED_EAGER
     assert model.config._attn_implementation == "sdpa"
-    with attention(model, GROUPED_EAGER, torch.device("cuda")):  # a GPU keeps its fused kernels
+    with training_attention(model, torch.device("cuda")):  # a GPU keeps its fused kernels
         assert model.config._attn_implementation == "sdpa"
     model.set_attn_implementation("eager")  # a model set to something else is left alone
-    with attention(model, GROUPED_EAGER, torch.device("cpu")):
+    with training_attention(model, cpu):
         assert model.config._attn_implementation == "eager"
+    # another model type keeps its own eager attention (it may do more: softcapping, sinks)
+    other = small_model("phi3")
+    other.set_attn_implementation("sdpa")
+    with training_attention(other, cpu):
+        assert other.config._attn_implementation == "eager"
