@@ -11,7 +11,7 @@ Folder layout::
 
 Resuming: with the in-process exchange each node's adapter and optimizer are checkpointed after
 every round (``node.policy.checkpoint``) with the count of rounds done, so a killed unit resumes
-from its last finished round and produces the same rows an uninterrupted run would (generation
+from its last finished round (also when the kill fell between two nodes' saves) and produces the same rows an uninterrupted run would (generation
 and selection seeds are derived from the seed, the peer and the round). With the chain exchange a
 unit's chain lives in its Anvil process: a killed unit is redone from round 0 on a fresh chain (its
 rows are dropped first); finished units are kept. Either way, rows past a unit's recorded
@@ -40,6 +40,7 @@ from node.experiment.config import ExperimentConfig, Unit, load_config, save_con
 from node.experiment.evaluation import evaluate, heldout_tasks
 from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, write_summary
 from node.policy.adapters import AdapterPool
+from node.policy.checkpoint import rewind_checkpoint
 from node.policy.model import BaseModel
 from node.round.exchange import Exchange
 from node.round.factory import build_node
@@ -244,7 +245,8 @@ class ExperimentRunner:
         Each node's own state folder (``node-i/live``) is begun anew and gets no adapter
         checkpoints (they would never be read: ~0.1 s per node and round); the runner's checkpoint
         in ``node-i`` is saved only once every node has finished a round, so a unit cut in the
-        middle of a round resumes from the last round all nodes finished.
+        middle of a round resumes from the last round all nodes finished. A unit begun anew
+        starts without checkpoints, so that none of a killed first round can be kept.
         """
         genesis, first = InProcessSwarm.genesis_seed_for(unit.seed), 0
         if self.config.same_tasks_as:
@@ -252,12 +254,15 @@ class ExperimentRunner:
         swarm = InProcessSwarm(genesis, round=first + start)
         live = [folder / f"node-{i}" / "live" for i in range(self.config.nodes)]
         for path in live:
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(path if start else path.parent, ignore_errors=True)
         nodes = self._nodes(unit, [swarm.exchange() for _ in live], live)
         for i, node in enumerate(nodes):
             node.saves_adapter = False
             node.start()
             if start:
+                # a kill between two nodes' saves leaves some a round ahead: back to the last
+                # round every node finished (the saves keep the previous snapshot for that)
+                rewind_checkpoint(folder / f"node-{i}", start - 1)
                 info = node.learner.restore(folder / f"node-{i}")
                 if info is None or info.round != start - 1:
                     raise RuntimeError(
@@ -405,7 +410,9 @@ class ExperimentRunner:
         self.csv.append(rows)
         if self.config.exchange == "inprocess":
             for i, node in enumerate(nodes):
-                node.learner.save(folder / f"node-{i}", round_, {"peer": node.address})
+                node.learner.save(
+                    folder / f"node-{i}", round_, {"peer": node.address}, keep_previous=True
+                )
         elapsed = time.monotonic() - started
         # the round counts as done as soon as every checkpoint is saved: a kill during the
         # evaluation must not leave the checkpoints a round ahead of progress.json

@@ -15,6 +15,12 @@ Saving writes a ``.staging-*`` folder, fsyncs it, renames it to ``round-*``, the
 ``CURRENT`` with ``os.replace``; only after that are older snapshots removed. A crash at any point
 leaves ``CURRENT`` naming the previous complete snapshot (leftovers are swept by the next save).
 
+Several nodes saved one after another (the experiment runner) cannot be saved atomically together:
+a kill between two saves leaves some nodes a round ahead. Such a caller saves with
+``keep_previous=True`` (the snapshot ``CURRENT`` named stays too) and, on resume, calls
+``rewind_checkpoint`` to make every node's snapshot of the last round all of them finished current
+again, removing the later ones.
+
 Loading returns ``None`` when the folder holds no checkpoint yet, and raises ``CheckpointError``
 when it holds one that cannot be used: damaged (a missing file, a checksum mismatch, unreadable
 JSON), saved from another base model (another name, or weights of other shapes), or for a
@@ -71,15 +77,20 @@ def save_checkpoint(
     *,
     round: int,
     meta: Mapping[str, Any] | None = None,
+    keep_previous: bool = False,
 ) -> Path:
     """Saves node ``name``'s adapter, optimizer, the RNG states and ``round`` (plus ``meta``,
-    JSON-serialisable) as the current checkpoint in ``directory``; returns the snapshot folder."""
+    JSON-serialisable) as the current checkpoint in ``directory``; returns the snapshot folder.
+
+    Older snapshots are removed afterwards, except, with ``keep_previous``, the one that was
+    current until now (for ``rewind_checkpoint``)."""
     if round < 0:
         raise ValueError(f"round must be >= 0, got {round}")
     lora = pool.lora_settings(name)
     meta_json = json.loads(json.dumps(dict(meta or {})))  # fail now if not JSON, not mid-write
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    previous = _current_name(directory) if keep_previous else None
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=directory))
     final = directory / f"round-{round:08d}-{uuid.uuid4().hex[:8]}"
     try:
@@ -113,7 +124,7 @@ def save_checkpoint(
         if final.exists() and _current_name(directory) != final.name:
             shutil.rmtree(final, ignore_errors=True)
         raise
-    _sweep(directory, keep=final.name)
+    _sweep(directory, keep={final.name, previous or final.name})
     return final
 
 
@@ -122,6 +133,46 @@ def read_checkpoint(directory: Path) -> CheckpointInfo | None:
     snapshot = _current_snapshot(Path(directory))
     if snapshot is None:
         return None
+    return _describe(snapshot)
+
+
+def rewind_checkpoint(directory: Path, round: int) -> CheckpointInfo | None:
+    """Makes the snapshot of ``round`` the current checkpoint and removes every snapshot of a later
+    round (the rounds to be redone), so that the next save cannot keep a stale one.
+
+    Returns ``None`` (and changes nothing) when ``directory`` holds no snapshot of ``round``.
+    """
+    directory = Path(directory)
+    found = [info for info in _snapshots(directory) if info.round == round]
+    if not found:
+        return None
+    current = _current_name(directory)
+    target = next((info for info in found if info.path.name == current), None)
+    if target is None:
+        if len(found) > 1:
+            names = ", ".join(info.path.name for info in found)
+            raise CheckpointError(f"{directory} holds several snapshots of round {round}: {names}")
+        target = found[0]
+        _replace_pointer(directory, target.path.name)
+    for entry in directory.iterdir():
+        if _SNAPSHOT.match(entry.name) and int(entry.name.split("-")[1]) > round:
+            shutil.rmtree(entry, ignore_errors=True)
+    return target
+
+
+def _snapshots(directory: Path) -> list[CheckpointInfo]:
+    """Every complete, undamaged snapshot folder in ``directory``, whether current or not."""
+    found = []
+    for entry in sorted(directory.iterdir()) if directory.is_dir() else []:
+        if entry.is_dir() and _SNAPSHOT.match(entry.name):
+            try:
+                found.append(_describe(entry))
+            except CheckpointError:
+                continue
+    return found
+
+
+def _describe(snapshot: Path) -> CheckpointInfo:
     manifest = _read_manifest(snapshot)
     try:
         return CheckpointInfo(
@@ -211,10 +262,10 @@ def _replace_pointer(directory: Path, snapshot: str) -> None:
     _fsync_dir(directory)
 
 
-def _sweep(directory: Path, *, keep: str) -> None:
-    """Removes snapshots other than ``keep`` and leftovers of interrupted saves."""
+def _sweep(directory: Path, *, keep: set[str]) -> None:
+    """Removes snapshots not in ``keep`` and leftovers of interrupted saves."""
     for entry in directory.iterdir():
-        if entry.name == keep:
+        if entry.name in keep:
             continue
         if entry.is_dir() and (_SNAPSHOT.match(entry.name) or entry.name.startswith(".staging-")):
             shutil.rmtree(entry, ignore_errors=True)

@@ -92,8 +92,12 @@ class Learner:
             return self.rendezvous.submit(call)
         return run_calls([call])[0]
 
-    def save(self, directory: Path, round: int, meta: Mapping[str, Any]) -> Path:
-        return save_checkpoint(directory, self.pool, self.name, round=round, meta=meta)
+    def save(
+        self, directory: Path, round: int, meta: Mapping[str, Any], *, keep_previous: bool = False
+    ) -> Path:
+        return save_checkpoint(
+            directory, self.pool, self.name, round=round, meta=meta, keep_previous=keep_previous
+        )
 
     def restore(self, directory: Path) -> CheckpointInfo | None:
         """Loads the node's last checkpoint, if any (the RNG too, unless the pool is shared)."""

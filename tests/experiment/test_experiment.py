@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from node.experiment.config import ExperimentConfig, Sharing
 from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, moving_average
 from node.experiment.runner import ConfigMismatch, run_experiment
-from node.policy.grpo import ScoredGroup, StepMetrics
 from node.policy.checkpoint import read_checkpoint
+from node.policy.grpo import ScoredGroup, StepMetrics
 from node.policy.model import BaseModel, tiny_model
 from tests.integration.swarm import AnsweringLearner
 
@@ -100,6 +100,20 @@ def _crashing(after: int) -> type[AnsweringLearner]:
             return super().train(groups)
 
     return Crashing
+
+
+def _killed_while_saving(after: int) -> type[AnsweringLearner]:
+    """A learner class whose ``after``-th checkpoint save (over all nodes) is killed."""
+    calls = [0]
+
+    class KilledWhileSaving(AnsweringLearner):
+        def save(self, *args: Any, **kwargs: Any) -> Path:
+            calls[0] += 1
+            if calls[0] == after:
+                raise KeyboardInterrupt("killed")
+            return super().save(*args, **kwargs)
+
+    return KilledWhileSaving
 
 
 def _check_experiment(folder: Path, config: ExperimentConfig) -> list[dict[str, str]]:
@@ -190,6 +204,32 @@ def test_inprocess_outputs_identical_tasks_and_resume(
     assert {r["config"] for r in _rows(cut)} == {"2/0", "1/1", "0/2", "2/1"}
     summary = json.loads((cut / "summary.json").read_text())
     assert [r["label"] for r in summary["results"]] == ["2/0", "2/1"]
+
+
+def test_a_kill_between_two_nodes_checkpoint_saves_resumes_identically(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    config = _config(configs=(Sharing(1, 1),), rounds=3)
+    whole = tmp_path / "whole"
+    assert run_experiment(config, whole, load_model=load_model, learner_class=AnsweringLearner)
+
+    # node 0 has saved round 1, nodes 1 and 2 have not: they are a round apart
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, cut, load_model=load_model, learner_class=_killed_while_saving(5))
+    unit = cut / "units" / "c1-1-s0"
+    assert json.loads((unit / "progress.json").read_text())["rounds_done"] == 1
+    assert [read_checkpoint(unit / f"node-{i}").round for i in range(3)] == [1, 0, 0]
+
+    lines: list[str] = []
+    assert run_experiment(
+        config, cut, load_model=load_model, learner_class=AnsweringLearner, echo=lines.append
+    )
+    assert any("resuming at round 1" in line for line in lines)
+    assert _results(cut) == _results(whole)
+    for i in range(3):  # the last round's snapshot and the one before it
+        rounds = sorted(p.name[6:14] for p in (unit / f"node-{i}").glob("round-*"))
+        assert rounds == ["00000001", "00000002"]
 
 
 @pytest.mark.integration

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,12 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 import node.policy.checkpoint as checkpoint
 from node.policy.adapters import AdapterPool, LoraSettings
-from node.policy.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from node.policy.checkpoint import (
+    load_checkpoint,
+    read_checkpoint,
+    rewind_checkpoint,
+    save_checkpoint,
+)
 from node.policy.errors import CheckpointError
 from node.policy.model import BaseModel, encode_prompts, tiny_model
 
@@ -97,6 +103,49 @@ def test_a_newer_save_replaces_the_older_and_leaves_one_snapshot(tmp_path, pool)
     latest = save_checkpoint(tmp_path, pool, "alice", round=2)
     assert read_checkpoint(tmp_path).round == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["CURRENT", latest.name])
+
+
+def snapshot_rounds(directory: Path) -> list[int]:
+    return sorted(int(p.name.split("-")[1]) for p in directory.iterdir() if p.name[:6] == "round-")
+
+
+def test_keep_previous_keeps_the_snapshot_that_was_current_and_no_older(tmp_path, pool) -> None:
+    save_checkpoint(tmp_path, pool, "alice", round=1)
+    save_checkpoint(tmp_path, pool, "alice", round=2, keep_previous=True)
+    assert snapshot_rounds(tmp_path) == [1, 2] and read_checkpoint(tmp_path).round == 2
+    save_checkpoint(tmp_path, pool, "alice", round=3, keep_previous=True)
+    assert snapshot_rounds(tmp_path) == [2, 3] and read_checkpoint(tmp_path).round == 3
+
+
+def test_rewind_makes_an_earlier_round_current_and_removes_later_ones(tmp_path, pool) -> None:
+    save_checkpoint(tmp_path, pool, "alice", round=1)
+    weights = pool.adapter_state("alice")
+    train_step(pool)
+    save_checkpoint(tmp_path, pool, "alice", round=2, keep_previous=True)
+    orphan = tmp_path / "round-00000003-deadbeef"  # killed after the rename, before CURRENT
+    orphan.mkdir()
+
+    assert rewind_checkpoint(tmp_path, 7) is None  # no such round: nothing changes
+    assert read_checkpoint(tmp_path).round == 2 and orphan.exists()
+
+    info = rewind_checkpoint(tmp_path, 1)
+    assert info is not None and info.round == 1
+    assert read_checkpoint(tmp_path) == info and snapshot_rounds(tmp_path) == [1]
+    assert load_checkpoint(tmp_path, pool, "alice").round == 1
+    assert all(torch.equal(pool.adapter_state("alice")[k], v) for k, v in weights.items())
+    assert rewind_checkpoint(tmp_path, 1) == info  # already there
+
+
+def test_rewind_skips_a_damaged_snapshot_and_refuses_an_ambiguous_one(tmp_path, pool) -> None:
+    first = save_checkpoint(tmp_path, pool, "alice", round=1)
+    latest = save_checkpoint(tmp_path, pool, "alice", round=2, keep_previous=True)
+    (latest / "optimizer.pt").write_bytes(b"damaged")
+    assert rewind_checkpoint(tmp_path, 2) is None  # the only snapshot of round 2 is damaged
+    twin = tmp_path / "round-00000001-0badcafe"
+    shutil.copytree(first, twin)
+    with pytest.raises(CheckpointError, match="several snapshots of round 1"):
+        rewind_checkpoint(tmp_path, 1)  # neither is current: which one is meant?
+    assert (tmp_path / "CURRENT").read_text().strip() == latest.name  # nothing changed
 
 
 def test_a_failure_mid_write_keeps_the_previous_checkpoint(tmp_path, pool, monkeypatch) -> None:
