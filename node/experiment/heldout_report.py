@@ -9,7 +9,6 @@ accuracy, with a two-sided 95 % Student t interval over seeds (none with one see
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node.experiment.config import ExperimentConfig
-from node.experiment.outputs import EVAL_COLUMNS, T95, RoundsCsv
+from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, t_interval
 
 
 @dataclass(frozen=True)
@@ -56,11 +55,7 @@ def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> 
             ]
             difference, ci = None, None
             if label != baseline and paired:
-                difference = statistics.fmean(paired)
-                if len(paired) > 1:
-                    half = T95.get(len(paired) - 1, 1.96) * statistics.stdev(paired)
-                    half /= math.sqrt(len(paired))
-                    ci = (difference - half, difference + half)
+                difference, ci = statistics.fmean(paired), t_interval(paired)
             single = [a for s in seeds for a, _ in swarm[(label, s, round_)]]
             spread = (min(single), max(single))
             points.append(

@@ -6,7 +6,9 @@ mean reward per round (the mean over nodes of each node's mean reward on its own
 its maximum is the number of rounds. Seeds are averaged. Intervals: a 95% t-interval over seeds
 when there are at least two; always also a 95% bootstrap over nodes (nodes resampled within each
 seed; for the gain, the same resample for the configuration and the baseline: node i has the same
-task stream in both).
+task stream in both). Against the baseline, the difference in cumulative reward is also paired by
+seed (same task streams, same initial adapters), with a t-interval over the per-seed differences:
+the run-to-run spread that the bootstrap over nodes cannot see.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ EVAL_COLUMNS = (
 
 # two-sided 95% Student t quantiles by degrees of freedom
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float] | None:
+    """The two-sided 95% Student t interval of the mean of ``values``; ``None`` for fewer than 2."""
+    if len(values) < 2:
+        return None
+    mean = float(np.mean(values))
+    half = T95.get(len(values) - 1, 1.96) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return (mean - half, mean + half)
 
 
 class RoundsCsv:
@@ -131,6 +142,8 @@ class ConfigResult:
     node_ci: tuple[float, float]
     gain: float | None  # over the baseline, relative
     gain_ci: tuple[float, float] | None
+    difference: float | None  # cumulative minus the baseline's, mean of the per-seed differences
+    difference_ci: tuple[float, float] | None  # t-interval over those differences
     first: float  # mean reward of the first `window` rounds
     last: float  # and of the last `window` rounds
     local_groups: float  # groups trained on per node-round
@@ -184,7 +197,8 @@ def summarize(
 
     base = config.baseline.label if config.baseline.label in table else present[0].label
     base_boot = boot(base)
-    base_cum = float(np.mean([matrix(base, s).mean(axis=0).sum() for s in seeds]))
+    base_cums = np.array([matrix(base, s).mean(axis=0).sum() for s in seeds])
+    base_cum = float(base_cums.mean())
     results = []
     window = max(1, min(config.window, rounds))
     for sharing in present:
@@ -192,12 +206,12 @@ def summarize(
         per_seed = [matrix(label, s).mean(axis=0) for s in seeds]  # swarm mean per round
         cums = np.array([p.sum() for p in per_seed])
         mean_round = np.mean(per_seed, axis=0)
-        seed_ci = None
-        if len(seeds) >= 2:
-            half = T95.get(len(seeds) - 1, 1.96) * cums.std(ddof=1) / math.sqrt(len(seeds))
-            seed_ci = (float(cums.mean() - half), float(cums.mean() + half))
         b = boot(label)
         node_ci = (float(np.percentile(b, 2.5)), float(np.percentile(b, 97.5)))
+        difference = difference_ci = None
+        if label != base:
+            difference = float((cums - base_cums).mean())
+            difference_ci = t_interval(cums - base_cums)
         gain = gain_ci = None
         if label != base and base_cum > 0:
             gain = float(cums.mean() / base_cum - 1)
@@ -214,10 +228,12 @@ def summarize(
                 seeds=len(seeds),
                 rounds=rounds,
                 cumulative=float(cums.mean()),
-                seed_ci=seed_ci,
+                seed_ci=t_interval(cums),
                 node_ci=node_ci,
                 gain=gain,
                 gain_ci=gain_ci,
+                difference=difference,
+                difference_ci=difference_ci,
                 first=float(mean_round[:window].mean()),
                 last=float(mean_round[-window:].mean()),
                 local_groups=float(np.mean([int(r["local_groups"]) for r in used])),
@@ -236,6 +252,13 @@ def _gain(result: ConfigResult, config: ExperimentConfig) -> str:
     if result.gain is not None:
         return _pct(result.gain)
     return "baseline" if result.label == config.baseline.label else "n/a (baseline 0)"
+
+
+def _difference(result: ConfigResult, seeds: int) -> str:
+    if result.difference is None:
+        return "baseline | -"
+    ci = _interval(result.difference_ci) if result.difference_ci else f"n/a ({seeds} seed)"
+    return f"{result.difference:+.2f} | {ci}"
 
 
 def _interval(ci: tuple[float, float] | None, pct: bool = False) -> str:
@@ -265,9 +288,10 @@ def summary_markdown(
         "",
         "| I/J | cumulative reward | 95% CI over seeds | 95% CI, bootstrap over nodes "
         f"| gain vs {config.baseline.label} | gain 95% CI (bootstrap over nodes) "
+        f"| difference vs {config.baseline.label}, paired by seed | its 95% CI over seeds "
         f"| mean reward, first {min(config.window, rounds)} rounds | last {min(config.window, rounds)} "
         "| groups used per node-round (local + external) |",
-        "| --- | ---: | --- | --- | ---: | --- | ---: | ---: | --- |",
+        "| --- | ---: | --- | --- | ---: | --- | ---: | --- | ---: | ---: | --- |",
     ]
     for r in results:
         lines.append(
@@ -275,7 +299,8 @@ def summary_markdown(
             + (_interval(r.seed_ci) if r.seed_ci else f"n/a ({seeds} seed)")
             + f" | {_interval(r.node_ci)} | {_gain(r, config)} | "
             f"{_interval(r.gain_ci, pct=True) if r.gain is not None else '-'} | "
-            f"{r.first:.3f} | {r.last:.3f} | {r.local_groups:.2f} + {r.external_groups:.2f} |"
+            + _difference(r, seeds)
+            + f" | {r.first:.3f} | {r.last:.3f} | {r.local_groups:.2f} + {r.external_groups:.2f} |"
         )
     lines += [
         "",
