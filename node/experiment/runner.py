@@ -11,11 +11,12 @@ Folder layout::
 
 Resuming: with the in-process exchange each node's adapter and optimizer are checkpointed after
 every round (``node.policy.checkpoint``) with the count of rounds done, so a killed unit resumes
-from its last finished round (also when the kill fell between two nodes' saves) and produces the same rows an uninterrupted run would (generation
-and selection seeds are derived from the seed, the peer and the round). With the chain exchange a
-unit's chain lives in its Anvil process: a killed unit is redone from round 0 on a fresh chain (its
-rows are dropped first); finished units are kept. Either way, rows past a unit's recorded
-progress (a round cut in the middle) are dropped from ``rounds.csv`` on resume.
+from its last finished round (also when the kill fell between two nodes' saves) and produces the
+same rows an uninterrupted run would (generation and selection seeds are derived from the seed,
+the peer and the round). With the chain exchange a unit's chain lives in its Anvil process: a
+killed unit is redone from round 0 on a fresh chain (its rows are dropped first); finished units
+are kept. Either way, rows past a unit's recorded progress (a round cut in the middle) are dropped
+from ``rounds.csv`` on resume.
 
 A folder may be resumed with configurations or seeds added or left out (every other setting must
 be the same): finished units are reused, new ones run, and the summary covers the ones asked for.
