@@ -27,7 +27,8 @@ interface ISwarmCoordinator {
         None, // nothing published
         Published, // published; open to its committee until the reveal phase ends
         Upheld, // settled: the flags won and the subject was slashed
-        Rejected // settled: the flags lost (the subject keeps its stake and gets the flaggers' bonds)
+        Rejected, // settled: agreements outweighed the flags (the subject keeps its stake and gets their bonds)
+        Inconclusive // settled: neither side won (nobody slashed, bonds returned, no verified reward)
     }
 
     /// @notice A peer's record as `peerInfo` returns it.
@@ -68,13 +69,17 @@ interface ISwarmCoordinator {
     /// @param flagBond Wei locked per flag; forfeited to the subject when the flag loses. Also what an
     /// attester loses for agreeing with a batch whose flags were upheld.
     /// @param committeeSize Expected committee seats per batch (k), >= 1.
-    /// @param quorumBps Flags win when their weight exceeds this share of the weight that voted (5,000..10,000).
-    /// @param floorBps ...and reaches this share of the judging weight other than the subject's (0..10,000).
-    /// @param slashBps Share of the subject's stake slashed when the flags win (0..10,000).
+    /// @param quorumBps Flags win when their weight exceeds this share of the weight that voted (5,000..9,999, so
+    /// unanimous flags can always win).
+    /// @param floorBps ...and reaches this share of the judging weight other than the subject's (0..10,000); they
+    /// must also weigh at least the subject's own weight.
+    /// @param slashBps Share of the subject's stake slashed when the flags win (1..10,000).
     /// @param rewardBps Share of a slash paid to the winning flaggers, pro rata to their vote weight.
     /// @param tipBps Share of a slash paid to whoever settles it, and share of an agreement penalty paid to its
     /// reporter (rewardBps + tipBps <= 10,000). The rest of a slash or penalty is burned (kept by the contract
     /// for good).
+    /// @param tasksPerRound n: the groups of every batch, one per task of the round (1..64).
+    /// @param groupSize G: the completions of every group (2..32). A batch claims at most n * G * 1000 milli-units.
     struct Rules {
         uint64 fromRound;
         uint96 flagBond;
@@ -84,6 +89,8 @@ interface ISwarmCoordinator {
         uint16 slashBps;
         uint16 rewardBps;
         uint16 tipBps;
+        uint16 tasksPerRound;
+        uint16 groupSize;
     }
 
     /// @notice Tally of one (round, subject).
@@ -171,6 +178,10 @@ interface ISwarmCoordinator {
     error SwarmCoordinatorNothingToClaim();
     error SwarmCoordinatorTransferFailed(address to, uint256 amount);
     error SwarmCoordinatorEndpointTooLong(uint256 length, uint256 maxLength);
+    /// @notice A revealed reward sum outside [0, n * G * 1000] of the judged round's rules.
+    error SwarmCoordinatorRewardOutOfRange(int64 value, int256 maximum);
+    /// @notice The round's beacon block is the current block: complete the seal from the next block on.
+    error SwarmCoordinatorBeaconPending(uint64 round, uint256 beaconBlock);
 
     // ---------------------------------------------------------------- events (docs/PROTOCOL.md, "Events"; frozen)
 
@@ -190,6 +201,9 @@ interface ISwarmCoordinator {
         address relayer
     );
     event EndpointAnnounced(address indexed peer, bytes endpoint);
+    /// @notice The first seal call of `round` fixed its beacon block: the beacon is drawn from that block's hash
+    /// by the next seal call (in a later block).
+    event RoundArmed(uint64 indexed round, uint256 beaconBlock);
     event RoundSealed(uint64 indexed round, bytes20 beacon, uint256 totalWeight);
     event VerdictsCommitted(uint64 indexed round, address indexed attester);
     /// @param weight The attester's vote weight on this batch.
@@ -213,12 +227,13 @@ interface ISwarmCoordinator {
         uint32 agreed,
         int64 verifiedRewardSum
     );
-    /// @param amount Wei slashed from the subject (0 when rejected).
+    /// @param outcome Upheld (slashed), Rejected (agreements outweighed the flags) or Inconclusive.
+    /// @param amount Wei slashed from the subject (0 unless upheld).
     /// @param tip Wei of the slash paid to `settler`.
     event DisputeSettled(
         uint64 indexed round,
         address indexed subject,
-        bool slashed,
+        VerdictState outcome,
         uint256 amount,
         uint256 flagWeight,
         uint256 agreeWeight,
@@ -226,7 +241,7 @@ interface ISwarmCoordinator {
         uint256 tip
     );
     /// @param upheld True: the flagger got its bond back and `amount` of the slash. False: it forfeited `amount`
-    /// (its bond) to the subject.
+    /// (its bond) to the subject (Rejected), or got its bond back with `amount` 0 (Inconclusive).
     event FlagResolved(
         uint64 indexed round, address indexed subject, address indexed flagger, bool upheld, uint256 amount
     );
@@ -334,6 +349,8 @@ interface ISwarmCoordinator {
     function weightAt(address peer, uint64 round) external view returns (uint256);
     function verdict(uint64 round, address subject) external view returns (Verdict memory);
     function seal(uint64 round) external view returns (Seal memory);
+    /// @notice The block whose hash draws `round`'s beacon (0 until the first seal call fixes it).
+    function beaconBlock(uint64 round) external view returns (uint256);
     /// @notice Whether `attester` sits on `subject`'s committee of a sealed `round`, and its vote weight there.
     function committeeSeat(uint64 round, address subject, address attester)
         external

@@ -27,6 +27,9 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @notice Most rounds any one phase may last.
     uint16 public constant MAX_PHASE_ROUNDS = 64;
     uint256 private constant _BPS = 10_000;
+    /// @dev The batch format's limits (docs/PROTOCOL.md, "Limits"): groups per batch, completions per group.
+    uint256 private constant _MAX_TASKS_PER_ROUND = 64;
+    uint256 private constant _MAX_GROUP_SIZE = 32;
     /// @dev Upper half of the secp256k1 order: signatures with a larger s are malleable copies.
     uint256 private constant _SECP256K1_HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
 
@@ -56,11 +59,11 @@ contract SwarmCoordinator is ISwarmCoordinator {
         bool paused;
     }
 
-    /// @dev Judging weight of all peers, with the same counted/pending split as a peer's stake.
-    struct Totals {
-        uint96 counted;
-        uint96 pending;
-        uint64 pendingFrom;
+    /// @dev Changes of the total judging weight that take effect in one round: stake deposited the round before
+    /// (it counts from this round) and stake of peers that asked to exit the round before (it stops counting).
+    struct RoundDelta {
+        uint96 joined;
+        uint96 left;
     }
 
     /// @dev One unresolved flag: its vote weight and the bond it locked.
@@ -82,6 +85,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
         bytes20 beacon;
         uint256 totalWeight;
         uint256 committeeSize;
+        uint256 maxChecked;
+        int256 maxReward;
         uint256 weight;
         uint256 flagBond;
         uint256 free;
@@ -104,13 +109,16 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @notice Rounds of the reveal phase.
     uint16 public immutable revealRounds;
     uint64 private immutable _judgingRounds;
+    /// @dev Rounds after its exit round before a peer may withdraw: J to judge them, J more to settle and report.
+    uint64 private immutable _bondedRounds;
     uint256 private immutable _cachedChainId;
     bytes32 private immutable _cachedDomainSeparator;
 
     // ---------------------------------------------------------------- state
 
     Control private _control;
-    Totals private _totals;
+    /// @dev Stake of the Active peers: the judging weight of every round after the last recorded delta.
+    uint96 private _liveWeight;
     address private _owner;
     address private _pendingOwner;
     uint256 private _burned;
@@ -119,6 +127,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
     mapping(address peer => PeerFunds) private _funds;
     mapping(address account => uint256) private _claimable;
     mapping(uint64 round => Seal) private _seals;
+    mapping(uint64 round => uint256) private _beaconBlocks;
+    mapping(uint64 round => RoundDelta) private _deltas;
     mapping(uint64 round => mapping(address subject => Verdict)) private _verdicts;
     mapping(uint64 round => mapping(address attester => bytes32)) private _ballots;
     mapping(uint64 round => mapping(address subject => mapping(address flagger => Flag))) private _flags;
@@ -159,7 +169,13 @@ contract SwarmCoordinator is ISwarmCoordinator {
         commitRounds = phases.commitRounds;
         revealRounds = phases.revealRounds;
         _judgingRounds = judging;
-        genesisSeed = keccak256(abi.encode(block.prevrandao, seedInput, block.chainid, address(this), block.timestamp));
+        _bondedRounds = 2 * judging + 1;
+        // The parent block's hash tells apart two deployments at the same address and time on chains whose
+        // histories differ (a restarted dev chain); identical histories need a fresh seedInput (swarm-deploy).
+        bytes32 parent = block.number == 0 ? bytes32(0) : blockhash(block.number - 1);
+        genesisSeed = keccak256(
+            abi.encode(block.prevrandao, seedInput, block.chainid, address(this), block.timestamp, parent)
+        );
         _cachedChainId = block.chainid;
         _cachedDomainSeparator = _buildDomainSeparator();
         _setOwner(msg.sender);
@@ -203,22 +219,24 @@ contract SwarmCoordinator is ISwarmCoordinator {
         uint64 exitRound = currentRound();
         peer.status = PeerStatus.Exiting;
         peer.exitRound = exitRound;
-        emit ExitRequested(msg.sender, exitRound, exitRound + _judgingRounds + 1);
+        // It still judges rounds up to exitRound: its weight leaves the total from the next round on.
+        _liveWeight -= peer.stake;
+        _deltas[exitRound + 1].left += peer.stake;
+        emit ExitRequested(msg.sender, exitRound, exitRound + _bondedRounds);
     }
 
-    /// @notice Sends an exiting peer its whole stake once none of its rounds can be judged any more.
-    /// @dev Requirements: caller is exiting; `currentRound() >= exitRound + J + 1`; no open dispute; no open
+    /// @notice Sends an exiting peer its whole stake once none of its rounds can be judged, settled or reported.
+    /// @dev Requirements: caller is exiting; `currentRound() >= exitRound + 2J + 1`; no open dispute; no open
     /// flag. Works while paused. Emits {Withdrawn}.
     function withdraw() external {
         PeerRecord storage peer = _peers[msg.sender];
         if (peer.status != PeerStatus.Exiting) revert SwarmCoordinatorNotExiting(msg.sender);
-        uint64 withdrawableFrom = peer.exitRound + _judgingRounds + 1;
+        uint64 withdrawableFrom = peer.exitRound + _bondedRounds;
         if (currentRound() < withdrawableFrom) revert SwarmCoordinatorStillBonded(withdrawableFrom);
         if (peer.openDisputes != 0) revert SwarmCoordinatorOpenDisputes(peer.openDisputes);
         PeerFunds storage funds = _funds[msg.sender];
         if (funds.openFlags != 0) revert SwarmCoordinatorOpenFlags(funds.openFlags);
         uint96 amount = peer.stake;
-        _reduceTotals(amount);
         peer.stake = 0;
         peer.status = PeerStatus.Withdrawn;
         delete _funds[msg.sender];
@@ -304,15 +322,26 @@ contract SwarmCoordinator is ISwarmCoordinator {
 
     // ---------------------------------------------------------------- committees and verdicts
 
-    /// @notice Fixes round `round`'s committee beacon and total judging weight.
-    /// @dev Anyone, once, during rounds `round + g + 1 .. round + g + c`. Works while paused. Emits {RoundSealed}.
+    /// @notice Draws round `round`'s committee in two calls: the first fixes the beacon block (the block it is
+    /// mined in), a later one draws the beacon from that block's hash and fixes the total judging weight.
+    /// @dev Anyone, during rounds `round + g + 1 .. round + g + c`. A caller cannot know the hash of the block its
+    /// call is mined in, so no caller can choose the beacon, and every completing call draws the same one. When
+    /// the beacon block is more than 256 blocks old its hash is gone: the call fixes the current block instead.
+    /// Works while paused. Emits {RoundArmed} or {RoundSealed}.
     /// @param round The round to seal.
     function sealRound(uint64 round) external {
         _requirePhase(round, uint256(round) + graceRounds + 1, uint256(round) + graceRounds + commitRounds);
         Seal storage drawn = _seals[round];
         if (drawn.beacon != bytes20(0)) revert SwarmCoordinatorAlreadySealed(round);
-        bytes20 beacon =
-            bytes20(keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), _roundSeed(round))));
+        uint256 fixedBlock = _beaconBlocks[round];
+        if (fixedBlock == block.number) revert SwarmCoordinatorBeaconPending(round, fixedBlock);
+        bytes32 hash = fixedBlock == 0 ? bytes32(0) : blockhash(fixedBlock);
+        if (hash == bytes32(0)) {
+            _beaconBlocks[round] = block.number;
+            emit RoundArmed(round, block.number);
+            return;
+        }
+        bytes20 beacon = bytes20(keccak256(abi.encode(hash, _roundSeed(round))));
         // A zero beacon would read as "not drawn"; its probability is 2^-160, but the fallback costs nothing.
         if (beacon == bytes20(0)) beacon = bytes20(uint160(1));
         uint96 total = _totalWeightAt(round);
@@ -344,8 +373,10 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// where it sits on the subject's committee, and is ignored (VerdictIgnored) where it does not.
     /// @dev Requirements: rounds `round + g + c + 1 .. round + J`; round drawn; items and salt match the
     /// commitment; items sorted by subject strictly ascending; per item: not the caller, subject published
-    /// `round` and is unsettled, `0 < checked`, `agreed <= checked`. A counted flag locks
-    /// `min(flagBond, free stake)` of the caller's stake until it is resolved. The ballot then holds the reveal
+    /// `round` and is unsettled, `0 < checked <= n * G`, `agreed <= checked` (`InvalidCounts`),
+    /// `0 <= verifiedRewardSum <= n * G * 1000` (`RewardOutOfRange`), n and G from `rulesAt(round)`. A flag
+    /// counts only when the caller's free stake covers `flagBond`, which it locks until the flag is resolved
+    /// (otherwise the item is ignored, like an item without a seat). The ballot then holds the reveal
     /// receipt, so a second reveal fails. Works while paused. Emits {VerdictRevealed} or {VerdictIgnored} per item.
     /// @param round The judged round.
     /// @param items The verdicts, exactly as committed.
@@ -376,37 +407,37 @@ contract SwarmCoordinator is ISwarmCoordinator {
 
     /// @notice Settles a flagged (round, subject) once the reveal phase is over; pays the caller `tipBps` of a slash.
     /// @dev Anyone, from round `round + J + 1`; works while paused. Upheld when the flags' weight exceeds
-    /// `quorumBps` of the weight that voted and reaches `floorBps` of the drawn total weight other than the
-    /// subject's: the subject loses `slashBps` of its stake (tip to the caller, `rewardBps` to the flaggers'
-    /// pool, the rest burned). Rejected: nothing moves here; resolveFlag forfeits the bonds.
+    /// `quorumBps` of the weight that voted, reaches `floorBps` of the drawn total weight other than the
+    /// subject's, and reaches the subject's own weight: the subject loses `slashBps` of its stake (tip to the
+    /// caller, `rewardBps` to the flaggers' pool, the rest burned). Rejected when the agreements outweigh the
+    /// flags: resolveFlag forfeits the bonds to the subject. Otherwise Inconclusive: resolveFlag returns them.
     /// Requirements: at least one flag; not settled. Emits {DisputeSettled}.
     /// @param round The round.
     /// @param subject The publishing peer.
     function settle(uint64 round, address subject) external {
         _requirePhase(round, uint256(round) + _judgingRounds + 1, type(uint64).max);
         Verdict storage tally = _verdicts[round][subject];
-        if (tally.state == VerdictState.Upheld || tally.state == VerdictState.Rejected) {
-            revert SwarmCoordinatorAlreadySettled(round, subject);
-        }
+        if (tally.state > VerdictState.Published) revert SwarmCoordinatorAlreadySettled(round, subject);
         if (tally.flaggers == 0) revert SwarmCoordinatorNoDispute(round, subject);
         Rules memory rules = rulesAt(round);
         uint256 flags = tally.flagWeight;
         uint256 agreements = tally.agreeWeight;
-        bool upheld = _upheld(round, subject, rules, flags, agreements);
         _peers[subject].openDisputes -= 1;
         uint256 amount = 0;
         uint256 tip = 0;
-        if (upheld) {
-            tally.state = VerdictState.Upheld;
+        VerdictState outcome;
+        if (_upheld(round, subject, rules, flags, agreements)) {
+            outcome = VerdictState.Upheld;
             (amount, tip) = _slash(round, subject, rules, tally.flaggers);
         } else {
-            tally.state = VerdictState.Rejected;
+            outcome = agreements > flags ? VerdictState.Rejected : VerdictState.Inconclusive;
         }
-        emit DisputeSettled(round, subject, upheld, amount, flags, agreements, msg.sender, tip);
+        tally.state = outcome;
+        emit DisputeSettled(round, subject, outcome, amount, flags, agreements, msg.sender, tip);
     }
 
     /// @notice Resolves a settled flag: upheld, the flagger's bond unlocks and it earns its share of the slash;
-    /// rejected, its bond (or what is left of it) goes to the subject.
+    /// rejected, its bond (or what is left of it) goes to the subject; inconclusive, its bond unlocks.
     /// @dev Anyone; the money goes to claimable balances. Works while paused. Requirements: (round, subject)
     /// settled; the flag exists and is unresolved. Emits {FlagResolved}.
     /// @param round The round.
@@ -415,7 +446,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
     function resolveFlag(uint64 round, address subject, address flagger) external {
         Verdict storage tally = _verdicts[round][subject];
         VerdictState state = tally.state;
-        if (state != VerdictState.Upheld && state != VerdictState.Rejected) {
+        if (state == VerdictState.None || state == VerdictState.Published) {
             revert SwarmCoordinatorNotSettled(round, subject);
         }
         Flag memory flag = _flags[round][subject][flagger];
@@ -428,7 +459,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
         if (state == VerdictState.Upheld) {
             amount = _payReward(round, subject, flag.weight, tally.flagWeight);
             _claimable[flagger] += amount;
-        } else {
+        } else if (state == VerdictState.Rejected) {
             amount = _take(flagger, flag.bond);
             _claimable[subject] += amount;
         }
@@ -517,6 +548,12 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @param round The round.
     function seal(uint64 round) external view returns (Seal memory) {
         return _seals[round];
+    }
+
+    /// @notice The block whose hash draws `round`'s beacon (0 until the first seal call fixes it).
+    /// @param round The round.
+    function beaconBlock(uint64 round) external view returns (uint256) {
+        return _beaconBlocks[round];
     }
 
     /// @notice Whether `attester` sits on `subject`'s committee of a drawn `round`, and its vote weight there.
@@ -646,7 +683,14 @@ contract SwarmCoordinator is ISwarmCoordinator {
         if (_rules[last].fromRound > current) _rules[last] = entry;
         else _rules.push(entry);
         Control storage control = _control;
-        if (current >= control.nextFrom) control.minStake = control.nextMinStake;
+        if (current >= control.nextFrom) {
+            // Batches of rounds before nextFrom are accepted until nextFrom + g, under the old minimum: until
+            // then it cannot be replaced.
+            if (control.minStake != control.nextMinStake && current < uint256(control.nextFrom) + graceRounds) {
+                revert SwarmCoordinatorWrongPhase(current, control.nextFrom + graceRounds, type(uint64).max);
+            }
+            control.minStake = control.nextMinStake;
+        }
         if (fromRound > type(uint56).max) revert SwarmCoordinatorInvalidParameter("fromRound", fromRound);
         control.nextMinStake = uint96(newMinStake);
         control.nextFrom = uint56(fromRound);
@@ -688,7 +732,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
         Control memory control = _control;
         if (control.paused) revert SwarmCoordinatorPaused();
         uint64 current = currentRound();
-        uint256 minimum = current >= control.nextFrom ? control.nextMinStake : control.minStake;
+        // The minimum of the batch's own round (scheduleParameters keeps the previous one while it can apply).
+        uint256 minimum = round >= control.nextFrom ? control.nextMinStake : control.minStake;
         PeerRecord storage record = _activePeer(peer);
         uint96 stake = record.stake;
         if (stake < minimum) revert SwarmCoordinatorInsufficientStake(stake, minimum);
@@ -702,7 +747,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @dev Adds `amount` to the peer's stake as pending weight from the next round. An earlier pending part is
     /// merged into the counted stake only once no round it must not count for can still be judged
     /// (pendingFrom + J <= current); otherwise it stays pending with the new one, counting from the next round
-    /// too, so stake added after a round's beacon is known never adds weight in that round.
+    /// too, so stake added after a round's beacon is known never adds weight in that round. The round deltas
+    /// follow the same rule, so the total of a round is the sum of its peers' weights.
     function _deposit(address account, uint256 value) private returns (uint64 countsFrom) {
         PeerRecord storage peer = _peers[account];
         PeerFunds storage funds = _funds[account];
@@ -710,44 +756,47 @@ contract SwarmCoordinator is ISwarmCoordinator {
         if (total > type(uint96).max) revert SwarmCoordinatorInvalidParameter("stake", total);
         uint64 current = currentRound();
         countsFrom = current + 1;
-        uint256 pending = funds.pendingStake;
+        uint96 pending = funds.pendingStake;
         if (pending != 0 && uint256(peer.pendingFrom) + _judgingRounds <= current) pending = 0;
-        funds.pendingStake = uint96(pending + value);
+        if (pending != 0) _deltas[peer.pendingFrom].joined -= pending;
+        _deltas[countsFrom].joined += pending + uint96(value);
+        funds.pendingStake = pending + uint96(value);
         peer.stake = uint96(total);
         peer.pendingFrom = countsFrom;
-        Totals memory totals = _totals;
-        if (totals.pendingFrom <= current) {
-            totals.counted += totals.pending;
-            totals.pending = 0;
-        }
-        totals.pending += uint96(value);
-        totals.pendingFrom = countsFrom;
-        _totals = totals;
+        _liveWeight += uint96(value);
     }
 
-    /// @dev Takes up to `amount` from a peer's stake (counted part first, then pending) and from the totals.
+    /// @dev Takes up to `amount` from a peer's stake (counted part first, then pending), and the same weight from
+    /// the totals of every round it counts in (slashes and penalties lower the weight at once).
     function _take(address account, uint256 amount) private returns (uint256 taken) {
         PeerRecord storage peer = _peers[account];
         uint256 stake = peer.stake;
         taken = amount < stake ? amount : stake;
-        uint256 left = stake - taken;
-        peer.stake = uint96(left);
+        uint96 left = uint96(stake - taken);
+        peer.stake = left;
         PeerFunds storage funds = _funds[account];
-        if (funds.pendingStake > left) funds.pendingStake = uint96(left);
-        _reduceTotals(taken);
+        uint96 pending = funds.pendingStake;
+        if (pending > left) {
+            funds.pendingStake = left;
+            _deltas[peer.pendingFrom].joined -= pending - left;
+        }
+        if (peer.status == PeerStatus.Active) _liveWeight -= uint96(taken);
+        else if (peer.status == PeerStatus.Exiting) _deltas[peer.exitRound + 1].left -= uint96(taken);
     }
 
-    function _reduceTotals(uint256 amount) private {
-        Totals memory totals = _totals;
-        uint256 fromCounted = amount < totals.counted ? amount : totals.counted;
-        totals.counted -= uint96(fromCounted);
-        totals.pending -= uint96(amount - fromCounted);
-        _totals = totals;
-    }
-
+    /// @dev The weight that may judge `round`: the live weight without what joined after it, with what left after
+    /// it. Called during `round`'s commit phase, so the loop spans at most g + c + 1 rounds.
     function _totalWeightAt(uint64 round) private view returns (uint96) {
-        Totals memory totals = _totals;
-        return round >= totals.pendingFrom ? totals.counted + totals.pending : totals.counted;
+        uint256 joined = 0;
+        uint256 left = 0;
+        uint64 last = currentRound() + 1;
+        for (uint64 q = round + 1; q <= last; ++q) {
+            RoundDelta memory delta = _deltas[q];
+            joined += delta.joined;
+            left += delta.left;
+        }
+        // Every peer's part of live + left - joined is its weight in `round`, never negative.
+        return uint96(_liveWeight + left - joined);
     }
 
     function _activePeer(address account) private view returns (PeerRecord storage peer) {
@@ -767,6 +816,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
         ctx.beacon = drawn.beacon;
         ctx.totalWeight = drawn.totalWeight;
         ctx.committeeSize = rules.committeeSize;
+        ctx.maxChecked = uint256(rules.tasksPerRound) * rules.groupSize;
+        ctx.maxReward = int256(ctx.maxChecked) * 1000;
         ctx.flagBond = rules.flagBond;
         ctx.locked = funds.lockedBonds;
         ctx.free = record.stake > funds.lockedBonds ? record.stake - funds.lockedBonds : 0;
@@ -777,8 +828,11 @@ contract SwarmCoordinator is ISwarmCoordinator {
 
     function _recordVerdict(Ballot memory ctx, VerdictItem memory item) private {
         if (item.subject == msg.sender) revert SwarmCoordinatorSelfAttestation();
-        if (item.checked == 0 || item.agreed > item.checked) {
+        if (item.checked == 0 || item.agreed > item.checked || item.checked > ctx.maxChecked) {
             revert SwarmCoordinatorInvalidCounts(item.checked, item.agreed);
+        }
+        if (item.verifiedRewardSum < 0 || item.verifiedRewardSum > ctx.maxReward) {
+            revert SwarmCoordinatorRewardOutOfRange(item.verifiedRewardSum, ctx.maxReward);
         }
         Verdict storage tally = _verdicts[ctx.round][item.subject];
         Verdict memory current = tally;
@@ -786,13 +840,15 @@ contract SwarmCoordinator is ISwarmCoordinator {
         uint256 weight = _voteWeight(
             ctx.beacon, ctx.totalWeight, ctx.committeeSize, item.subject, msg.sender, ctx.weight
         );
-        if (weight == 0) {
+        bool flag = item.agreed < item.checked;
+        // A flag counts only with its whole bond: a flag that risks less than the rules say is not cast.
+        if (weight == 0 || (flag && ctx.free < ctx.flagBond)) {
             emit VerdictIgnored(
                 ctx.round, item.subject, msg.sender, item.checked, item.agreed, item.verifiedRewardSum
             );
             return;
         }
-        if (item.agreed < item.checked) {
+        if (flag) {
             if (current.flaggers == 0) _peers[item.subject].openDisputes += 1;
             current.flagWeight += uint96(weight);
             current.flaggers += 1;
@@ -808,7 +864,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
     }
 
     function _lockBond(Ballot memory ctx, address subject, uint256 weight) private {
-        uint256 bond = ctx.flagBond < ctx.free ? ctx.flagBond : ctx.free;
+        uint256 bond = ctx.flagBond;
         ctx.free -= bond;
         ctx.locked += bond;
         ctx.flags += 1;
@@ -847,7 +903,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
         uint256 total = _seals[round].totalWeight;
         uint256 subjectWeight = weightAt(subject, round);
         uint256 others = total > subjectWeight ? total - subjectWeight : 0;
-        return flags * _BPS >= uint256(rules.floorBps) * others;
+        // The subject floor: no identity lighter than the subject can slash it, however few others there are.
+        return flags * _BPS >= uint256(rules.floorBps) * others && flags >= subjectWeight;
     }
 
     function _slash(uint64 round, address subject, Rules memory rules, uint24 flaggers)
@@ -889,11 +946,20 @@ contract SwarmCoordinator is ISwarmCoordinator {
         if (minStake_ == 0 || minStake_ > type(uint96).max) revert SwarmCoordinatorInvalidParameter("minStake", minStake_);
         if (rules.flagBond == 0) revert SwarmCoordinatorInvalidParameter("flagBond", 0);
         if (rules.committeeSize == 0) revert SwarmCoordinatorInvalidParameter("committeeSize", 0);
-        if (rules.quorumBps < 5_000 || rules.quorumBps > _BPS) {
+        // Every range leaves slashing possible: unanimous flags beat a quorum below 100 %, and a slash takes something.
+        if (rules.quorumBps < 5_000 || rules.quorumBps >= _BPS) {
             revert SwarmCoordinatorInvalidParameter("quorumBps", rules.quorumBps);
         }
         if (rules.floorBps > _BPS) revert SwarmCoordinatorInvalidParameter("floorBps", rules.floorBps);
-        if (rules.slashBps > _BPS) revert SwarmCoordinatorInvalidParameter("slashBps", rules.slashBps);
+        if (rules.slashBps == 0 || rules.slashBps > _BPS) {
+            revert SwarmCoordinatorInvalidParameter("slashBps", rules.slashBps);
+        }
+        if (rules.tasksPerRound == 0 || rules.tasksPerRound > _MAX_TASKS_PER_ROUND) {
+            revert SwarmCoordinatorInvalidParameter("tasksPerRound", rules.tasksPerRound);
+        }
+        if (rules.groupSize < 2 || rules.groupSize > _MAX_GROUP_SIZE) {
+            revert SwarmCoordinatorInvalidParameter("groupSize", rules.groupSize);
+        }
         if (uint256(rules.rewardBps) + rules.tipBps > _BPS) {
             revert SwarmCoordinatorInvalidParameter("rewardBps", uint256(rules.rewardBps) + rules.tipBps);
         }

@@ -53,14 +53,27 @@ contract AdminTest is CoordinatorTest {
         rules = defaultRules();
         rules.quorumBps = 4_999;
         _expectInvalid(MIN_STAKE, rules, "quorumBps", 4_999);
-        rules.quorumBps = 10_001;
-        _expectInvalid(MIN_STAKE, rules, "quorumBps", 10_001);
+        // Finding 7 of the v2 review: a 100 % quorum could never be passed, so unanimous flags lost their bonds.
+        rules.quorumBps = 10_000;
+        _expectInvalid(MIN_STAKE, rules, "quorumBps", 10_000);
         rules = defaultRules();
         rules.floorBps = 10_001;
         _expectInvalid(MIN_STAKE, rules, "floorBps", 10_001);
         rules = defaultRules();
         rules.slashBps = 10_001;
         _expectInvalid(MIN_STAKE, rules, "slashBps", 10_001);
+        rules.slashBps = 0;
+        _expectInvalid(MIN_STAKE, rules, "slashBps", 0);
+        rules = defaultRules();
+        rules.tasksPerRound = 0;
+        _expectInvalid(MIN_STAKE, rules, "tasksPerRound", 0);
+        rules.tasksPerRound = 65;
+        _expectInvalid(MIN_STAKE, rules, "tasksPerRound", 65);
+        rules = defaultRules();
+        rules.groupSize = 1;
+        _expectInvalid(MIN_STAKE, rules, "groupSize", 1);
+        rules.groupSize = 33;
+        _expectInvalid(MIN_STAKE, rules, "groupSize", 33);
         rules = defaultRules();
         rules.rewardBps = 9_600;
         _expectInvalid(MIN_STAKE, rules, "rewardBps", 10_100);
@@ -90,6 +103,12 @@ contract AdminTest is CoordinatorTest {
         _warpToRound(second);
         assertEq(coordinator.minStake(), 2 ether, "min stake in force");
         rules.slashBps = 3;
+        // Batches of the round before `second` are accepted until second + g, under the old minimum.
+        vm.expectRevert(
+            abi.encodeWithSelector(I.SwarmCoordinatorWrongPhase.selector, second, second + GRACE, type(uint64).max)
+        );
+        coordinator.scheduleParameters(3 ether, rules);
+        _warpToRound(second + GRACE);
         uint64 third = coordinator.scheduleParameters(3 ether, rules);
         assertEq(coordinator.rulesCount(), 3, "active entry kept, new one appended");
         assertEq(coordinator.minStake(), 2 ether, "still 2 until the third change");
@@ -116,7 +135,7 @@ contract AdminTest is CoordinatorTest {
         vm.prank(alice);
         coordinator.announceEndpoint("x");
         _exit(alice);
-        _warpToRound(J + 1);
+        _warpToRound(BONDED);
         vm.prank(alice);
         coordinator.withdraw();
         coordinator.unpause();

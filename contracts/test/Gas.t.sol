@@ -45,7 +45,7 @@ contract GasTest is CoordinatorTest {
         _register(erin);
         leaver = _labelled(0x1EA7E, "leaver");
         _register(leaver);
-        _warpToRound(C - 10);
+        _warpToRound(C - BONDED);
         _exit(leaver);
         _prepareSettlement();
         _prepareReveals();
@@ -125,6 +125,11 @@ contract GasTest is CoordinatorTest {
             coordinator.publishRolloutsFor, (alice, C, digest, 8, 64, 41_250, sponsor, deadline, sig)
         );
         calls["seal"] = abi.encodeCall(coordinator.sealRound, (C - GRACE - 1));
+        // C - GRACE - 2 is armed a block before the measurement, so the measured call draws its beacon.
+        coordinator.sealRound(C - GRACE - 2);
+        vm.setBlockhash(block.number, keccak256("beacon block of the gas test"));
+        vm.roll(block.number + 1);
+        calls["sealDraw"] = abi.encodeCall(coordinator.sealRound, (C - GRACE - 2));
         calls["commit"] = abi.encodeCall(
             coordinator.commitVerdicts, (C - GRACE - 1, _commitment(bob, C - GRACE - 1, _batch(false), SALT))
         );
@@ -170,8 +175,14 @@ contract GasTest is CoordinatorTest {
         _measure("publishRolloutsFor", sponsor, 0, calls["publishFor"], 1);
     }
 
+    /// @dev The first call of a round: it fixes the beacon block.
     function test_Gas_SealRound() public onlyTheCallMetered {
         _measure("sealRound", stranger, 0, calls["seal"], 1);
+    }
+
+    /// @dev The second call: the beacon from the fixed block's hash, the total weight from the round deltas.
+    function test_Gas_SealRoundDraw() public onlyTheCallMetered {
+        _measure("sealRound, draw", stranger, 0, calls["sealDraw"], 1);
     }
 
     /// @dev bob committed earlier rounds; (round, bob) is a fresh slot.

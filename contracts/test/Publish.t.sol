@@ -104,7 +104,9 @@ contract PublishTest is CoordinatorTest {
         bytes32 seed = coordinator.genesisSeed();
         assertEq(
             seed,
-            keccak256(abi.encode(PREVRANDAO, SEED_INPUT, block.chainid, address(coordinator), START)),
+            keccak256(
+                abi.encode(PREVRANDAO, SEED_INPUT, block.chainid, address(coordinator), START, blockhash(99))
+            ),
             "genesis seed"
         );
         assertEq(

@@ -35,7 +35,7 @@ contract SettleTest is CoordinatorTest {
         uint256 slash = 0.1 ether;
         uint256 tip = slash * TIP_BPS / 10_000;
         vm.expectEmit(address(coordinator));
-        emit I.DisputeSettled(R, dave, true, slash, 2 ether, 1 ether, stranger, tip);
+        emit I.DisputeSettled(R, dave, I.VerdictState.Upheld, slash, 2 ether, 1 ether, stranger, tip);
         vm.prank(stranger);
         coordinator.settle(R, dave);
         assertEq(_peer(dave).stake, 0.9 ether, "slashed");
@@ -61,15 +61,36 @@ contract SettleTest is CoordinatorTest {
     }
 
     function test_SettleRejectedWhenAgreementsOutweigh() public {
-        _judge2(R, alice, _flag(dave), bob, _agree(dave));
+        address[] memory attesters = new address[](3);
+        (attesters[0], attesters[1], attesters[2]) = (alice, bob, carol);
+        I.VerdictItem[][] memory items = new I.VerdictItem[][](3);
+        (items[0], items[1], items[2]) = (_one(_flag(dave)), _one(_agree(dave)), _one(_agree(dave)));
+        _judge(R, attesters, items);
         _settle(R, dave);
-        assertTrue(coordinator.verdict(R, dave).state == I.VerdictState.Rejected, "quorum: 1 vs 1 is not > 50%");
+        assertTrue(coordinator.verdict(R, dave).state == I.VerdictState.Rejected, "2 ether of agreements vs 1");
         assertEq(_peer(dave).stake, 1 ether, "not slashed");
         vm.expectEmit(address(coordinator));
         emit I.FlagResolved(R, dave, alice, false, FLAG_BOND);
         coordinator.resolveFlag(R, dave, alice);
         assertEq(_peer(alice).stake, 1 ether - FLAG_BOND, "bond forfeited");
         assertEq(coordinator.claimable(dave), FLAG_BOND, "to the subject");
+    }
+
+    /// @dev A tie is no proof either way: nobody is slashed, the flag's bond comes back, the batch verifies nothing.
+    function test_TieIsInconclusive() public {
+        _judge2(R, alice, _flag(dave), bob, _agree(dave));
+        vm.expectEmit(address(coordinator));
+        emit I.DisputeSettled(R, dave, I.VerdictState.Inconclusive, 0, 1 ether, 1 ether, stranger, 0);
+        _settle(R, dave);
+        assertEq(_peer(dave).stake, 1 ether, "not slashed");
+        vm.expectEmit(address(coordinator));
+        emit I.FlagResolved(R, dave, alice, false, 0);
+        coordinator.resolveFlag(R, dave, alice);
+        assertEq(_peer(alice).stake, 1 ether, "bond kept");
+        assertEq(_peer(alice).lockedBonds, 0, "and unlocked");
+        assertEq(coordinator.claimable(dave), 0, "nothing to the subject");
+        vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorAlreadySettled.selector, R, dave));
+        coordinator.settle(R, dave);
     }
 
     function test_SettleRules() public {
@@ -149,28 +170,26 @@ contract SettleTest is CoordinatorTest {
     }
 
     /// @dev A flagger slashed below its locked bonds forfeits what is left, never more.
-    function test_ForfeitIsCappedByStake() public {
+    /// @dev Finding 10 of the v2 review: 12 flags in one reveal locked only 10 bonds, capped by free stake. Now a
+    /// flag counts only with its whole bond; the ones the attester cannot cover are ignored.
+    function test_EveryCountedFlagIsFullyBonded() public {
         I.Rules memory rules = defaultRules();
-        rules.flagBond = 2 ether;
-        rules.slashBps = 10_000;
-        rules.floorBps = 3_000;
+        rules.flagBond = 0.4 ether;
         uint64 from = coordinator.scheduleParameters(MIN_STAKE, rules);
         _warpToRound(from);
-        _publish(alice, from);
+        _publish(bob, from);
+        _publish(carol, from);
         _publish(dave, from);
-        address[] memory attesters = new address[](2);
+        I.VerdictItem[] memory items = new I.VerdictItem[](3);
+        (items[0], items[1], items[2]) = (_flag(bob), _flag(carol), _flag(dave));
+        _sort(items);
+        address[] memory attesters = new address[](1);
         attesters[0] = alice;
-        attesters[1] = bob;
-        I.VerdictItem[][] memory items = new I.VerdictItem[][](2);
-        items[0] = _one(_flag(dave));
-        items[1] = _two(_flag(alice), _agree(dave));
-        _judge(from, attesters, items);
-        assertEq(_peer(alice).lockedBonds, 1 ether, "bond capped by free stake");
-        _settle(from, dave); // 1 flag vs 1 agreement: rejected
-        coordinator.settle(from, alice); // 1 flag of 2 other ether: floor 3000 -> upheld, alice loses all
-        assertEq(_peer(alice).stake, 0, "alice slashed to zero");
-        coordinator.resolveFlag(from, dave, alice);
-        assertEq(coordinator.claimable(dave), 0, "nothing left to forfeit");
-        assertEq(_peer(alice).lockedBonds, 0, "unlocked");
+        I.VerdictItem[][] memory all = new I.VerdictItem[][](1);
+        all[0] = items;
+        _judge(from, attesters, all);
+        assertEq(_peer(alice).lockedBonds, 0.8 ether, "two whole bonds, no partial third");
+        assertEq(_peer(alice).openFlags, 2, "two flags counted");
+        assertEq(coordinator.verdict(from, items[2].subject).flaggers, 0, "the third flag was not cast");
     }
 }

@@ -20,20 +20,69 @@ contract VerdictsTest is CoordinatorTest {
 
     function test_SealPhaseAndValue() public {
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorWrongPhase.selector, R, R + 2, R + 3));
-        _seal(R);
+        coordinator.sealRound(R);
         _warpToRound(_commitPhase(R));
-        bytes20 beacon = _beacon(PREVRANDAO, R);
+        uint256 fixedBlock = block.number;
+        vm.expectEmit(address(coordinator));
+        emit I.RoundArmed(R, fixedBlock);
+        coordinator.sealRound(R);
+        assertEq(coordinator.beaconBlock(R), fixedBlock, "beacon block");
+        vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorBeaconPending.selector, R, fixedBlock));
+        coordinator.sealRound(R);
+        vm.setBlockhash(fixedBlock, BLOCKHASH);
+        vm.roll(fixedBlock + 1);
+        bytes20 beacon = _beacon(BLOCKHASH, R);
         vm.expectEmit(address(coordinator));
         emit I.RoundSealed(R, beacon, 3 ether);
-        _seal(R);
+        vm.prank(stranger);
+        coordinator.sealRound(R);
         I.Seal memory s = coordinator.seal(R);
         assertEq(bytes32(s.beacon), bytes32(beacon), "beacon");
         assertEq(s.totalWeight, 3 ether, "total weight");
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorAlreadySealed.selector, R));
-        _seal(R);
+        coordinator.sealRound(R);
         _warpToRound(R + GRACE + COMMIT + 1);
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorWrongPhase.selector, R - 1, R + 1, R + 2));
-        _seal(R - 1);
+        coordinator.sealRound(R - 1);
+    }
+
+    /// @dev Finding 3 of the v2 review: a contract sealed only in blocks whose prevrandao seated its sybils. Now
+    /// the beacon is the hash of the arming call's own block, unknown to that call, and every completing call,
+    /// whoever sends it and in whichever later block, draws the same beacon.
+    function test_BeaconDoesNotDependOnWhoCompletesOrWhen() public {
+        _warpToRound(_commitPhase(R));
+        coordinator.sealRound(R);
+        uint256 fixedBlock = block.number;
+        vm.setBlockhash(fixedBlock, BLOCKHASH);
+        uint256 snapshot = vm.snapshotState();
+        bytes20[3] memory drawn;
+        for (uint256 i = 0; i < 3; ++i) {
+            vm.revertToState(snapshot);
+            vm.roll(fixedBlock + 1 + i * 100);
+            vm.prevrandao(bytes32(i + 7));
+            vm.prank(i == 0 ? stranger : alice);
+            coordinator.sealRound(R);
+            drawn[i] = coordinator.seal(R).beacon;
+        }
+        assertEq(bytes32(drawn[0]), bytes32(_beacon(BLOCKHASH, R)), "beacon from the beacon block's hash");
+        assertEq(bytes32(drawn[1]), bytes32(drawn[0]), "another caller, 100 blocks later");
+        assertEq(bytes32(drawn[2]), bytes32(drawn[0]), "200 blocks later, another prevrandao");
+    }
+
+    /// @dev When nobody completed the seal within 256 blocks the hash is gone: the next call fixes a new block.
+    function test_StaleBeaconBlockIsReplaced() public {
+        _warpToRound(_commitPhase(R));
+        coordinator.sealRound(R);
+        uint256 first = block.number;
+        vm.roll(first + 257);
+        vm.expectEmit(address(coordinator));
+        emit I.RoundArmed(R, first + 257);
+        coordinator.sealRound(R);
+        assertEq(coordinator.seal(R).beacon, bytes20(0), "not drawn from a lost hash");
+        vm.setBlockhash(first + 257, BLOCKHASH);
+        vm.roll(first + 258);
+        coordinator.sealRound(R);
+        assertEq(bytes32(coordinator.seal(R).beacon), bytes32(_beacon(BLOCKHASH, R)), "drawn from the new block");
     }
 
     function test_SealExcludesStakeAddedAfterTheRound() public {
@@ -185,8 +234,7 @@ contract VerdictsTest is CoordinatorTest {
         _warpToRound(R + 1);
         _publish(alice, R + 1);
         _warpToRound(_commitPhase(R + 1));
-        vm.prevrandao(bytes32(randao));
-        _seal(R + 1);
+        _sealWith(R + 1, bytes32(randao | 1));
         I.Seal memory s = coordinator.seal(R + 1);
         assertEq(s.totalWeight, 3 ether + w, "T");
         (bool seated, uint256 weight) = coordinator.committeeSeat(R + 1, alice, dave);
@@ -207,8 +255,7 @@ contract VerdictsTest is CoordinatorTest {
         _warpToRound(R + 1);
         _publish(alice, R + 1);
         _warpToRound(_commitPhase(R + 1));
-        vm.prevrandao(bytes32(randao));
-        _seal(R + 1);
+        _sealWith(R + 1, bytes32(randao | 1));
         uint256 flags;
         uint256 agrees;
         for (uint256 i = 0; i < 5; ++i) {

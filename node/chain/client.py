@@ -46,6 +46,10 @@ from node.chain.transactions import TransactionSender
 DEFAULT_SIGNATURE_LIFETIME = 3600
 
 
+# Gas of the seal call that draws the beacon: a fixed part, and two cold reads per round delta summed.
+_SEAL_DRAW_GAS = 90_000
+_GAS_PER_DELTA = 6_000
+
 class CoordinatorClient:
     """Typed access to one deployed SwarmCoordinator, optionally as one account."""
 
@@ -296,8 +300,22 @@ class CoordinatorClient:
     # ------------------------------------------------------------------- committees and verdicts
 
     def seal_round(self, round: int) -> TxReceipt:
-        """Fixes ``round``'s committee beacon (anyone, once, during its commit phase)."""
-        return self.transact("sealRound", round)
+        """Draws ``round``'s committee (anyone, during its commit phase): the first ``sealRound``
+        fixes the beacon block (the block it is mined in), a second one, necessarily in a later
+        block since it is sent after the first is mined, draws the beacon from that block's hash.
+        Returns the receipt of the call that drew it."""
+        receipt = self.transact("sealRound", round)
+        if self.seal(round) is not None:
+            return receipt
+        # Not estimated: an estimate runs in the latest block, which on a chain that mines only on
+        # transactions is still the beacon block (BeaconPending). A revert is read from the receipt.
+        phases = self.cached_phases
+        rounds_summed = phases.grace_rounds + phases.commit_rounds + 2
+        return self.transact("sealRound", round, gas=_SEAL_DRAW_GAS + _GAS_PER_DELTA * rounds_summed)
+
+    def beacon_block(self, round: int) -> int:
+        """The block whose hash draws ``round``'s beacon, 0 until the first seal call."""
+        return int(self._call("beaconBlock", round))
 
     def seal(self, round: int) -> SealInfo | None:
         """``round``'s seal, None while it is not sealed."""

@@ -128,11 +128,13 @@ def _config_option(name: str, value_type: Any, **kwargs: Any) -> Callable[[Any],
 @_config_option("min_stake", str, callback=_eth_amount)
 @_config_option("flag_bond", str, callback=_eth_amount)
 @_config_option("committee_size", click.IntRange(1, 2**16 - 1))
-@_config_option("quorum_bps", click.IntRange(5_000, 10_000))
+@_config_option("quorum_bps", click.IntRange(5_000, 9_999))
 @_config_option("floor_bps", click.IntRange(0, 10_000))
-@_config_option("slash_bps", click.IntRange(0, 10_000))
+@_config_option("slash_bps", click.IntRange(1, 10_000))
 @_config_option("reward_bps", click.IntRange(0, 10_000))
 @_config_option("tip_bps", click.IntRange(0, 10_000))
+@_config_option("tasks_per_round", click.IntRange(1, 64))
+@_config_option("group_size", click.IntRange(2, 32))
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),

@@ -8,7 +8,7 @@ and the test fixtures both call it. Defaults (``DeployConfig``) suit a testnet o
 - phases (immutable): ``grace_rounds`` 1 (a batch of round r is still accepted during r+1),
   ``commit_rounds`` 2 (r is sealed and its committees commit during r+2 and r+3),
   ``reveal_rounds`` 2 (they reveal during r+4 and r+5); r can be settled from r+6, and an exiting
-  peer withdraws J + 1 = 6 rounds after its exit;
+  peer withdraws 2J + 1 = 11 rounds after its exit;
 - ``min_stake`` 0.01 ETH; rules of round 0 on: ``flag_bond`` 0.001 ETH per flag,
   ``committee_size`` 64 expected seats per batch, ``quorum_bps`` 5000 (flags must outweigh
   agreements), ``floor_bps`` 3334 (and reach a third of the other peers' weight),
@@ -95,7 +95,10 @@ class DeployConfig(BaseModel):
         64, ge=1, lt=2**16, description="Expected committee seats per batch."
     )
     quorum_bps: int = Field(
-        5000, ge=5000, le=_BPS, description="Flags win above this share of the weight that voted."
+        5000,
+        ge=5000,
+        lt=_BPS,
+        description="Flags win above this share of the weight that voted (below 10000).",
     )
     floor_bps: int = Field(
         3334,
@@ -104,7 +107,7 @@ class DeployConfig(BaseModel):
         description="...and when they reach this share of all judging weight but the subject's.",
     )
     slash_bps: int = Field(
-        1000, ge=0, le=_BPS, description="Share of the subject's stake slashed when flags win."
+        1000, ge=1, le=_BPS, description="Share of the subject's stake slashed when flags win."
     )
     reward_bps: int = Field(
         5000, ge=0, le=_BPS, description="Share of a slash paid to the winning flaggers."
@@ -116,6 +119,14 @@ class DeployConfig(BaseModel):
         description="Share of a slash paid to its settler (and of an agreement penalty to its "
         "reporter); the rest of a slash is burned.",
     )
+    tasks_per_round: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Groups in every batch, one per task of the round (the task preset must "
+        "derive at least this many).",
+    )
+    group_size: int = Field(8, ge=2, le=32, description="Completions in every group (G).")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> DeployConfig:
@@ -140,6 +151,8 @@ class DeployConfig(BaseModel):
             slash_bps=self.slash_bps,
             reward_bps=self.reward_bps,
             tip_bps=self.tip_bps,
+            tasks_per_round=self.tasks_per_round,
+            group_size=self.group_size,
         )
 
     def constructor_values(self) -> dict[str, Any]:

@@ -45,6 +45,11 @@ from node.chain.rpc import (
     rpc_error_message,
 )
 
+# VerdictState values in DisputeSettled.outcome (node.chain.models.VerdictState; not imported as an
+# enum, so that a log with any uint8 still decodes).
+_UPHELD = 2
+_INCONCLUSIVE = 4
+
 _TOO_MUCH = (
     "more than",
     "too many",
@@ -124,6 +129,14 @@ class EndpointAnnounced(ChainEvent):
     )
 
 
+class RoundArmed(ChainEvent):
+    """The first seal call of a round fixed the block whose hash draws its beacon."""
+
+    event = "RoundArmed"
+    round: int
+    beacon_block: int
+
+
 class RoundSealed(ChainEvent):
     event = "RoundSealed"
     round: int
@@ -188,12 +201,22 @@ class DisputeSettled(ChainEvent):
     event = "DisputeSettled"
     round: int
     subject: Address
-    slashed: bool
-    amount: int = Field(description="Wei slashed from the subject (0 when rejected).")
+    outcome: int = Field(description="VerdictState: 2 upheld, 3 rejected, 4 inconclusive.")
+    amount: int = Field(description="Wei slashed from the subject (0 unless upheld).")
     flag_weight: int
     agree_weight: int
     settler: Address
     tip: int = Field(description="Wei of the slash paid to the settler.")
+
+    @property
+    def slashed(self) -> bool:
+        """Whether the flags won (the subject was slashed)."""
+        return self.outcome == _UPHELD
+
+    @property
+    def inconclusive(self) -> bool:
+        """Neither side won: nobody slashed, the flags' bonds returned, no verified reward."""
+        return self.outcome == _INCONCLUSIVE
 
 
 class FlagResolved(ChainEvent):
@@ -203,7 +226,8 @@ class FlagResolved(ChainEvent):
     flagger: Address
     upheld: bool
     amount: int = Field(
-        description="Upheld: the flagger's share of the slash; rejected: its forfeited bond."
+        description="Upheld: the flagger's share of the slash; rejected: its forfeited bond; "
+        "inconclusive: 0 (the bond came back)."
     )
 
 
@@ -261,6 +285,7 @@ PROTOCOL_EVENTS: tuple[type[ChainEvent], ...] = (
     Withdrawn,
     RolloutsPublished,
     EndpointAnnounced,
+    RoundArmed,
     RoundSealed,
     VerdictsCommitted,
     VerdictRevealed,

@@ -187,8 +187,9 @@ class Phases(FrozenModel):
         return round + self.judging_rounds + 1
 
     def withdrawable_from(self, exit_round: int) -> int:
-        """First round in which a peer that exited in ``exit_round`` may withdraw."""
-        return exit_round + self.judging_rounds + 1
+        """First round in which a peer that exited in ``exit_round`` may withdraw: its last rounds
+        are judged for J rounds, then settled and reported for J more."""
+        return exit_round + 2 * self.judging_rounds + 1
 
     def committing_rounds(self, current: int) -> range:
         """The rounds whose commit phase contains ``current`` (oldest first)."""
@@ -218,20 +219,27 @@ class Rules(FrozenModel):
         ge=1, lt=2**16, description="Expected committee seats per batch (k)."
     )
     quorum_bps: int = Field(
-        ge=5_000, le=_MAX_BPS, description="Flags win above this share of the voted weight."
+        ge=5_000,
+        lt=_MAX_BPS,
+        description="Flags win above this share of the voted weight (below 10000, so unanimous "
+        "flags can win).",
     )
     floor_bps: int = Field(
         ge=0,
         le=_MAX_BPS,
         description="...and at this share of the judging weight but the subject's.",
     )
-    slash_bps: int = Field(ge=0, le=_MAX_BPS, description="Share of the stake slashed when upheld.")
+    slash_bps: int = Field(ge=1, le=_MAX_BPS, description="Share of the stake slashed when upheld.")
     reward_bps: int = Field(ge=0, le=_MAX_BPS, description="Share of a slash paid to the flaggers.")
     tip_bps: int = Field(
         ge=0,
         le=_MAX_BPS,
         description="Share of a slash (or penalty) paid to its settler (reporter).",
     )
+    tasks_per_round: int = Field(
+        8, ge=1, le=64, description="n: groups in every batch, one per task of the round."
+    )
+    group_size: int = Field(8, ge=2, le=32, description="G: completions in every group.")
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "from_round",
@@ -242,6 +250,8 @@ class Rules(FrozenModel):
         "slash_bps",
         "reward_bps",
         "tip_bps",
+        "tasks_per_round",
+        "group_size",
     )
 
     @model_validator(mode="after")
@@ -259,6 +269,16 @@ class Rules(FrozenModel):
     def to_abi(self) -> tuple[int, ...]:
         return tuple(getattr(self, name) for name in self._FIELDS)
 
+    @property
+    def completions_per_batch(self) -> int:
+        """n * G: the completions of every batch of a round under these rules."""
+        return self.tasks_per_round * self.group_size
+
+    @property
+    def max_reward_milli(self) -> int:
+        """n * G * 1000: the most a batch can claim or be credited, in milli-units."""
+        return self.completions_per_batch * 1000
+
 
 class VerdictState(IntEnum):
     """State of one (round, subject) publication and its verdict (Solidity ``VerdictState``)."""
@@ -267,6 +287,7 @@ class VerdictState(IntEnum):
     PUBLISHED = 1
     UPHELD = 2
     REJECTED = 3
+    INCONCLUSIVE = 4
 
 
 class Verdict(FrozenModel):
@@ -296,7 +317,7 @@ class Verdict(FrozenModel):
 
     @property
     def settled(self) -> bool:
-        return self.state in (VerdictState.UPHELD, VerdictState.REJECTED)
+        return self.state > VerdictState.PUBLISHED
 
 
 class SealInfo(FrozenModel):

@@ -256,6 +256,32 @@ class SwarmCoordinatorAlreadySealed(ContractRevert):
         return f"round {self.round} is sealed already: its committees are drawn"
 
 
+class SwarmCoordinatorBeaconPending(ContractRevert):
+    error_name = "SwarmCoordinatorBeaconPending"
+    fields = ("round", "beacon_block")
+    round: int
+    beacon_block: int
+
+    def describe(self) -> str:
+        return (
+            f"round {self.round}'s beacon block is {self.beacon_block}, the current block: the "
+            "seal can be completed from the next block on"
+        )
+
+
+class SwarmCoordinatorRewardOutOfRange(ContractRevert):
+    error_name = "SwarmCoordinatorRewardOutOfRange"
+    fields = ("value", "maximum")
+    value: int
+    maximum: int
+
+    def describe(self) -> str:
+        return (
+            f"a revealed reward sum of {self.value} milli-units is outside 0..{self.maximum}, the "
+            "most a batch of the round can earn (tasks per round x group size x 1000)"
+        )
+
+
 class SwarmCoordinatorNotSealed(ContractRevert):
     error_name = "SwarmCoordinatorNotSealed"
     fields = ("round",)
@@ -416,9 +442,11 @@ _PARAMETER_RULES = {
     "minStake": "more than 0 wei and less than 2^96",
     "flagBond": "more than 0 wei and less than 2^96",
     "committeeSize": "at least 1",
-    "quorumBps": "basis points, 5000 to 10000",
+    "quorumBps": "basis points, 5000 to 9999 (unanimous flags must be able to win)",
     "floorBps": "basis points, at most 10000",
-    "slashBps": "basis points, at most 10000",
+    "slashBps": "basis points, 1 to 10000 (a slash must take something)",
+    "tasksPerRound": "groups per batch, 1 to 64",
+    "groupSize": "completions per group, 2 to 32",
     "rewardBps": "basis points, with rewardBps + tipBps at most 10000",
     "tipBps": "basis points, with rewardBps + tipBps at most 10000",
     "roundDuration": "more than 0 seconds",

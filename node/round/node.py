@@ -31,6 +31,7 @@ from node.chain.events import RolloutsPublished
 from node.chain.models import SealInfo, VerdictState
 from node.chain.reverts import (
     SwarmCoordinatorAlreadySealed,
+    SwarmCoordinatorBeaconPending,
     SwarmCoordinatorAlreadySettled,
     SwarmCoordinatorNoDispute,
     SwarmCoordinatorNoFlag,
@@ -130,7 +131,14 @@ class SwarmNode(Producer):
         return combined
 
     def _intake(self, round: int, commitments: list[RolloutsPublished]) -> IntakeReport:
-        context = RoundContext(self.exchange.domain, round, round_seed(self.genesis_seed, round))
+        tasks_per_round, group_size = self.batch_shape(round)
+        context = RoundContext(
+            self.exchange.domain,
+            round,
+            round_seed(self.genesis_seed, round),
+            tasks_per_round=tasks_per_round,
+            group_size=group_size,
+        )
         self.exchange.reach(c.peer for c in commitments)
         intake = intake_round(
             commitments,
@@ -190,8 +198,8 @@ class SwarmNode(Producer):
                 return seal
             try:
                 self.exchange.seal_round(round)
-            except SwarmCoordinatorAlreadySealed:
-                pass
+            except (SwarmCoordinatorAlreadySealed, SwarmCoordinatorBeaconPending):
+                pass  # another node sealed, or fixed the beacon block in this very block
             except ContractRevert as exc:
                 log.warning("%s: sealing round %d refused: %s", self.address, round, exc)
                 return None

@@ -12,6 +12,7 @@ from node.chain.reverts import (
     SwarmCoordinatorNotPaused,
     SwarmCoordinatorNotPendingOwner,
     SwarmCoordinatorPaused,
+    SwarmCoordinatorWrongPhase,
 )
 from tests.chain.helpers import ETHER, digest_of, register_all, to_commit_phase
 
@@ -48,6 +49,10 @@ def test_scheduled_rules_govern_rounds_after_the_judging_window(
     assert owner.rules_count() == 2 and owner.rules_at(starts).slash_bps == 100
     chain.warp_to_round(starts)
     assert owner.min_stake() == 3 * ETHER
+    # batches of starts - 1 are accepted in its grace round under the old minimum, which must stay
+    with pytest.raises(SwarmCoordinatorWrongPhase):
+        owner.schedule_parameters(3 * ETHER, new)
+    chain.warp_to_round(starts + chain.deployment.phases.grace_rounds)
     owner.schedule_parameters(3 * ETHER, new)  # the last is in force now: appended
     assert owner.rules_count() == 3
 
@@ -55,7 +60,10 @@ def test_scheduled_rules_govern_rounds_after_the_judging_window(
 @pytest.mark.parametrize(
     ("name", "value", "rule"),
     [
-        ("quorumBps", 4_999, "5000 to 10000"),
+        ("quorumBps", 4_999, "5000 to 9999"),
+        ("quorumBps", 10_000, "5000 to 9999"),
+        ("slashBps", 0, "1 to 10000"),
+        ("groupSize", 1, "2 to 32"),
         ("floorBps", 10_001, "at most 10000"),
         ("committeeSize", 0, "at least 1"),
         ("tipBps", 5_001, "rewardBps + tipBps"),
@@ -64,7 +72,13 @@ def test_scheduled_rules_govern_rounds_after_the_judging_window(
 def test_out_of_range_rules_name_the_rule(client_for, dev_accounts, name, value, rule) -> None:
     owner = client_for(dev_accounts[0])
     fields = owner.rules_at(0).model_dump()
-    field = {"quorumBps": "quorum_bps", "floorBps": "floor_bps", "committeeSize": "committee_size"}
+    field = {
+        "quorumBps": "quorum_bps",
+        "floorBps": "floor_bps",
+        "committeeSize": "committee_size",
+        "slashBps": "slash_bps",
+        "groupSize": "group_size",
+    }
     fields[field.get(name, "tip_bps")] = value
     bad = Rules.model_construct(**fields)  # past the Python checks, to see the contract's
     with pytest.raises(SwarmCoordinatorInvalidParameter) as caught:

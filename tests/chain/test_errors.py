@@ -37,7 +37,15 @@ from node.chain.rpc import RetryPolicy, call_with_retry, classify
 from node.chain.units import format_duration, format_eth, parse_eth
 
 ADDRESS = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
-SAMPLES = {"address": ADDRESS, "uint256": 7, "uint64": 3, "uint32": 5, "bytes32": b"\x11" * 32}
+SAMPLES = {
+    "address": ADDRESS,
+    "uint256": 7,
+    "int256": -7,
+    "uint64": 3,
+    "uint32": 5,
+    "int64": -9,
+    "bytes32": b"\x11" * 32,
+}
 
 
 def revert_data(name: str, types: list[str], values: list[object]) -> bytes:
@@ -107,7 +115,7 @@ def test_invalid_parameter_names_the_parameter_and_its_rule() -> None:
     error = decode_revert(data)
     assert isinstance(error, SwarmCoordinatorInvalidParameter)
     assert error.parameter_name == "quorumBps"
-    assert "quorumBps = 4999" in str(error) and "5000 to 10000" in str(error)
+    assert "quorumBps = 4999" in str(error) and "5000 to 9999" in str(error)
 
 
 def test_addresses_are_checksummed() -> None:

@@ -23,6 +23,7 @@ from node.chain.events import (
     Paused,
     PeerRegistered,
     RolloutsPublished,
+    RoundArmed,
     RoundSealed,
     StakeAdded,
     Unpaused,
@@ -108,6 +109,7 @@ _SAMPLES = {
     "uint32": 5,
     "uint24": 4,
     "uint16": 5_000,
+    "uint8": 4,
     "int64": -9,
     "bool": True,
     "bytes32": b"\x11" * 32,
@@ -120,6 +122,8 @@ _SAMPLES = {
 def _sample(item: dict):
     if item["type"] == "tuple":
         return tuple(_sample(component) for component in item["components"])
+    if item["name"] in ("tasksPerRound", "groupSize"):
+        return 8  # the batch shape has its own ranges (1..64, 2..32)
     return _SAMPLES[item["type"]]
 
 
@@ -156,6 +160,7 @@ def test_reads_every_event_typed_and_located(chain, history) -> None:
     events = EventReader(chain.w3, chain.deployment.coordinator).read(first, latest)
     kinds = [type(e) for e in events]
     assert kinds == [PeerRegistered] * 3 + [StakeAdded] + [RolloutsPublished] * 4 + [
+        RoundArmed,
         RoundSealed,
         VerdictsCommitted,
         VerdictsCommitted,
@@ -233,13 +238,14 @@ def test_filters_by_round_peer_and_type(chain, history) -> None:
     in_round = reader.read(first, latest, round=round_)
     assert {type(e) for e in in_round} == {
         RolloutsPublished,
+        RoundArmed,
         RoundSealed,
         VerdictsCommitted,
         VerdictRevealed,
         DisputeSettled,
         FlagResolved,
     }
-    assert all(e.round == round_ for e in in_round) and len(in_round) == 3 + 1 + 2 + 3 + 1 + 1
+    assert all(e.round == round_ for e in in_round) and len(in_round) == 3 + 2 + 2 + 3 + 1 + 1
     about_a = reader.read(first, latest, peer=a.account_address)
     assert all(
         a.account_address in (getattr(e, "peer", None), getattr(e, "subject", None))

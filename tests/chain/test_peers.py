@@ -6,7 +6,7 @@ import pytest
 from eth_utils import keccak
 
 from node.chain.errors import ContractRevert
-from node.chain.models import PeerStatus
+from node.chain.models import PeerStatus, VerdictState
 from node.chain.reverts import (
     SwarmCoordinatorAlreadyRegistered,
     SwarmCoordinatorInsufficientStake,
@@ -139,20 +139,23 @@ def test_withdraw_waits_for_open_disputes_and_flags(chain, client_for, dev_accou
         Ballot(agreer, round_, [item_on(subject, flag=False)]),
     ]
     judge(chain, round_, ballots)
-    to_settle_phase(chain, subject, round_)
+    chain.warp_to_round(subject.cached_phases.withdrawable_from(round_))
     with pytest.raises(SwarmCoordinatorOpenDisputes) as caught:
         subject.withdraw()
     assert caught.value.open_disputes == 1 and "settle" in str(caught.value)
     with pytest.raises(SwarmCoordinatorOpenFlags) as flags:
         flagger.withdraw()
     assert flags.value.open_flags == 1 and "resolve" in str(flags.value)
-    agreer.settle(round_, subject.account_address)  # one flag against one agreement: rejected
+    agreer.settle(round_, subject.account_address)  # one flag against one agreement: a tie
+    assert subject.verdict(round_, subject.account_address).state is VerdictState.INCONCLUSIVE
     subject.withdraw()
     with pytest.raises(SwarmCoordinatorOpenFlags):
         flagger.withdraw()
     agreer.resolve_flag(round_, subject.account_address, flagger.account_address)
-    flagger.withdraw()  # its stake less the forfeited bond
-    assert subject.claimable(subject.account_address) == ETHER // 10
+    before = chain.balance(flagger.account_address)
+    receipt = flagger.withdraw()  # its whole stake: an inconclusive flag costs no bond
+    assert chain.balance(flagger.account_address) == before + ETHER - receipt.fee_wei
+    assert subject.claimable(subject.account_address) == 0
 
 
 def test_revert_is_a_contract_revert_and_not_retried(client_for, dev_accounts) -> None:

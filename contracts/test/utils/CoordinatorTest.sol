@@ -16,6 +16,8 @@ abstract contract CoordinatorTest is TestBase {
     uint16 internal constant COMMIT = 2;
     uint16 internal constant REVEAL = 2;
     uint64 internal constant J = GRACE + COMMIT + REVEAL;
+    /// @dev Rounds from an exit round to its withdrawal: J to judge, J more to settle and report.
+    uint64 internal constant BONDED = 2 * J + 1;
     uint96 internal constant MIN_STAKE = 0.01 ether;
     uint96 internal constant FLAG_BOND = 0.001 ether;
     uint16 internal constant COMMITTEE = 64;
@@ -24,8 +26,12 @@ abstract contract CoordinatorTest is TestBase {
     uint16 internal constant SLASH_BPS = 1_000;
     uint16 internal constant REWARD_BPS = 5_000;
     uint16 internal constant TIP_BPS = 500;
+    uint16 internal constant TASKS = 8;
+    uint16 internal constant GROUP = 8;
     bytes32 internal constant SEED_INPUT = keccak256("swarm test seed");
     bytes32 internal constant PREVRANDAO = bytes32(uint256(0xabcdef));
+    /// @dev The hash the tests give a round's beacon block.
+    bytes32 internal constant BLOCKHASH = keccak256("beacon block");
     bytes32 internal constant SALT = keccak256("salt");
     /// @dev The round the unit tests judge: peers registered in round 0 count from round 1.
     uint64 internal constant R = 10;
@@ -82,7 +88,9 @@ abstract contract CoordinatorTest is TestBase {
             floorBps: FLOOR_BPS,
             slashBps: SLASH_BPS,
             rewardBps: REWARD_BPS,
-            tipBps: TIP_BPS
+            tipBps: TIP_BPS,
+            tasksPerRound: TASKS,
+            groupSize: GROUP
         });
     }
 
@@ -198,7 +206,16 @@ abstract contract CoordinatorTest is TestBase {
         return keccak256(abi.encode(keccak256(abi.encode(items)), "revealed"));
     }
 
+    /// @dev Seals as nodes do: the first call fixes the beacon block, the next one (a block later) draws.
     function _seal(uint64 round) internal {
+        _sealWith(round, BLOCKHASH);
+    }
+
+    /// @dev Seals `round` with `hash` as its beacon block's hash (a stand-in for the chain's own).
+    function _sealWith(uint64 round, bytes32 hash) internal {
+        coordinator.sealRound(round);
+        vm.setBlockhash(block.number, hash);
+        vm.roll(block.number + 1);
         coordinator.sealRound(round);
     }
 
@@ -254,8 +271,8 @@ abstract contract CoordinatorTest is TestBase {
 
     // ---------------------------------------------------------------- committee (the seat rule, computed here)
 
-    function _beacon(bytes32 prevrandao, uint64 round) internal view returns (bytes20) {
-        return bytes20(keccak256(abi.encode(prevrandao, blockhash(block.number - 1), coordinator.roundSeed(round))));
+    function _beacon(bytes32 beaconBlockHash, uint64 round) internal view returns (bytes20) {
+        return bytes20(keccak256(abi.encode(beaconBlockHash, coordinator.roundSeed(round))));
     }
 
     function _voteWeight(bytes20 beacon, uint256 total, uint256 k, address subject, address attester, uint256 w)

@@ -25,6 +25,7 @@ interface Vm {
     function warp(uint256 newTimestamp) external;
     function roll(uint256 newHeight) external;
     function prevrandao(bytes32 newPrevrandao) external;
+    function setBlockhash(uint256 blockNumber, bytes32 blockHash) external;
     function chainId(uint256 newChainId) external;
     function deal(address account, uint256 newBalance) external;
     function getBlockTimestamp() external view returns (uint256);
