@@ -249,6 +249,17 @@ def _dispute(
     return None
 
 
+def _bond_line(free_wei: int, flag_bond: int) -> str:
+    """How many flags the free stake bonds: the node never casts a flag it cannot bond in full,
+    and a flag loses its bond only when agreements outweigh it."""
+    bondable = max(0, free_wei) // flag_bond
+    advice = "" if bondable else "; add stake (swarm add-stake) to flag invalid batches"
+    return (
+        f"         free stake bonds {bondable} flag(s) of {format_eth(flag_bond)} at most "
+        f"(the node casts no flag it cannot bond{advice})"
+    )
+
+
 def status_lines(
     client: CoordinatorClient, address: str, *, rounds: int, start_block: int
 ) -> list[str]:
@@ -260,12 +271,13 @@ def status_lines(
     lines.append(
         f"stake    {format_eth(info.stake)} (locked by open flags {format_eth(info.locked_bonds)})"
     )
+    current = client.current_round()
+    lines.append(_bond_line(info.stake - info.locked_bonds, client.rules_at(current).flag_bond))
     phases = client.phases()
     if info.status is PeerStatus.EXITING:
         round_ = phases.withdrawable_from(info.exit_round)
         deadline = format_deadline(client.clock.start_of(round_), client.chain_time())
         lines.append(f"         withdrawable from round {round_} ({deadline})")
-    current = client.current_round()
     lines.append(
         f"round    {current} (open disputes: {info.open_disputes}, open flags: {info.open_flags})"
     )

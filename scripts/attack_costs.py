@@ -6,7 +6,8 @@ round when ``keccak(beacon, s, a) < 2^256 * k * w_a / T`` (always when ``k * w_a
 weight ``max(w_a, T / k)``. The beacon is fixed after the round's publications close, from
 ``block.prevrandao``, so each seat is an independent draw with probability ``min(1, k * w_a / T)``
 for anyone who registered before the round. A flag wins when its weight exceeds ``quorum`` of the
-weight that voted and reaches ``floor`` of the judging weight other than the subject's.
+weight that voted, reaches ``floor`` of the judging weight other than the subject's, and reaches the
+subject's own weight (1 ETH: every honest peer stakes 1 ETH here).
 
 This script computes, exactly (binomial sums, no sampling), for a swarm of N honest peers of equal
 stake and an attacker holding a share f of all stake:
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 MIN_STAKE = 0.01  # ETH; the honest stake is the unit (1 ETH)
+SUBJECT_STAKE = 1.0  # ETH: the subject is an honest 1-ETH peer (attack) or a 1-ETH cheater (shield)
 SHARES = (0.01, 0.05, 0.10, 0.20, 0.33, 0.50)
 
 
@@ -80,7 +82,8 @@ def seats(identities: int, stake_each: float, total: float, rules: Rules) -> Sea
 
 
 def _flags_win(flag: np.ndarray, agree: np.ndarray, others: float, rules: Rules) -> np.ndarray:
-    return (flag * (1 - rules.quorum) > rules.quorum * agree) & (flag >= rules.floor * others)
+    floor = (flag >= rules.floor * others) & (flag >= SUBJECT_STAKE)
+    return (flag * (1 - rules.quorum) > rules.quorum * agree) & floor
 
 
 def win_probability(flaggers: Seats, agreers: Seats, others: float, rules: Rules) -> float:

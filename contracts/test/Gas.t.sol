@@ -53,7 +53,7 @@ contract GasTest is CoordinatorTest {
         vm.deal(newcomer, 1 ether);
     }
 
-    /// @dev Round S: s0 and s2 flagged by all five attesters (upheld), s1 by alice alone (rejected), s3 flagged
+    /// @dev Round S: s0 and s2 flagged by all five attesters (upheld), s1 by alice alone (inconclusive: under the floor), s3 flagged
     /// by all five and agreed by s4 (upheld); s2 and s3 are settled before the measurements.
     function _prepareSettlement() private {
         _warpToRound(S);
@@ -74,11 +74,11 @@ contract GasTest is CoordinatorTest {
         _reveal(subjects[4], S, _one(_agree(subjects[3])));
     }
 
-    function _settlementItems(bool withRejected) private view returns (I.VerdictItem[] memory items) {
-        items = new I.VerdictItem[](withRejected ? 4 : 3);
+    function _settlementItems(bool withLoneFlag) private view returns (I.VerdictItem[] memory items) {
+        items = new I.VerdictItem[](withLoneFlag ? 4 : 3);
         uint256 n = 0;
         for (uint256 i = 0; i < 4; ++i) {
-            if (i == 1 && !withRejected) continue;
+            if (i == 1 && !withLoneFlag) continue;
             items[n++] = _flag(subjects[i]);
         }
         _sort(items);
@@ -138,7 +138,7 @@ contract GasTest is CoordinatorTest {
         calls["reveal1"] = abi.encodeCall(coordinator.revealVerdicts, (Q, _one(_agree(subjects[0])), SALT));
         calls["reveal8after"] = abi.encodeCall(coordinator.revealVerdicts, (P, _batch(false), SALT));
         calls["settleUpheld"] = abi.encodeCall(coordinator.settle, (S, subjects[0]));
-        calls["settleRejected"] = abi.encodeCall(coordinator.settle, (S, subjects[1]));
+        calls["settleInconclusive"] = abi.encodeCall(coordinator.settle, (S, subjects[1]));
         calls["resolve"] = abi.encodeCall(coordinator.resolveFlag, (S, subjects[2], bob));
         calls["report"] =
             abi.encodeCall(coordinator.reportAgreement, (S, subjects[4], _one(_agree(subjects[3])), 0));
@@ -216,8 +216,8 @@ contract GasTest is CoordinatorTest {
         _measure("settle, upheld", stranger, 0, calls["settleUpheld"], 1);
     }
 
-    function test_Gas_SettleRejected() public onlyTheCallMetered {
-        _measure("settle, rejected", stranger, 0, calls["settleRejected"], 1);
+    function test_Gas_SettleInconclusive() public onlyTheCallMetered {
+        _measure("settle, inconclusive", stranger, 0, calls["settleInconclusive"], 1);
     }
 
     /// @dev An upheld flag, not the last one of its verdict.

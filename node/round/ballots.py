@@ -62,6 +62,22 @@ def ballot_items(seated: Iterable[str], judged: Mapping[str, Judged]) -> list[Ve
     return sort_items(items)
 
 
+def limit_flags(items: Sequence[VerdictItem], bondable: int | None) -> list[VerdictItem]:
+    """The ballot without the flags past the first ``bondable`` (None: no limit). The contract
+    ignores a flag its attester's free stake cannot bond in full, so a node never casts one: the
+    agreements all stay, the first flags in subject order are kept."""
+    if bondable is None:
+        return list(items)
+    kept, flags = [], 0
+    for item in items:
+        if item.is_flag:
+            flags += 1
+            if flags > bondable:
+                continue
+        kept.append(item)
+    return kept
+
+
 @dataclass(frozen=True)
 class RevealPlan:
     due: list[Ballot]  # reveal now

@@ -32,6 +32,7 @@ from node.chain.reverts import (
     SwarmCoordinatorNotPenalizable,
     SwarmCoordinatorNotSealed,
     SwarmCoordinatorNotSettled,
+    SwarmCoordinatorRewardOutOfRange,
     SwarmCoordinatorSelfAttestation,
     SwarmCoordinatorWrongPhase,
 )
@@ -132,8 +133,12 @@ class Judging:
             tally = self.tallies.get((round, item.subject))
             if tally is None or tally.state is not VerdictState.PUBLISHED:
                 raise SwarmCoordinatorNoPublication(round, item.subject)
-            if item.checked == 0 or item.agreed > item.checked:
+            if not 0 < item.checked <= self.rules.completions_per_batch or item.agreed > item.checked:
                 raise SwarmCoordinatorInvalidCounts(item.checked, item.agreed)
+            if not 0 <= item.verified_reward_sum <= self.rules.max_reward_milli:
+                raise SwarmCoordinatorRewardOutOfRange(
+                    item.verified_reward_sum, self.rules.max_reward_milli
+                )
 
     def _count(self, round: int, attester: str, item: VerdictItem, seal: SealInfo) -> bool:
         weight = vote_weight(
@@ -165,14 +170,13 @@ class Judging:
         if tally.state is not VerdictState.PUBLISHED:
             raise SwarmCoordinatorAlreadySettled(round, subject)
         total = self.seals[round].total_weight
-        upheld = upheld_by(tally, self.rules, total - self.weight_at(subject, round))
-        tally.state = VerdictState.UPHELD if upheld else VerdictState.REJECTED
-        if upheld:
+        tally.state = settle_outcome(tally, self.rules, total, self.weight_at(subject, round))
+        if tally.state is VerdictState.UPHELD:
             self.slashed.append((round, subject))
 
     def resolve_flag(self, round: int, subject: str, flagger: str) -> None:
         tally = self.tallies.get((round, subject))
-        if tally is None or tally.state not in (VerdictState.UPHELD, VerdictState.REJECTED):
+        if tally is None or tally.state <= VerdictState.PUBLISHED:
             raise SwarmCoordinatorNotSettled(round, subject)
         if self.flags.pop((round, subject, flagger), None) is None:
             raise SwarmCoordinatorNoFlag(round, subject, flagger)
@@ -207,9 +211,16 @@ class Judging:
             raise SwarmCoordinatorWrongPhase(round, phase.start, min(phase.stop - 1, _NO_END))
 
 
-def upheld_by(tally: Tally, rules: Rules, others_weight: int) -> bool:
-    """The contract's settle rule: the flags outweigh the quorum share of the weight that voted
-    and reach the floor share of the judging weight other than the subject's."""
-    voted = tally.flag_weight + tally.agree_weight
-    quorum = tally.flag_weight * 10_000 > rules.quorum_bps * voted
-    return quorum and tally.flag_weight * 10_000 >= rules.floor_bps * others_weight
+def settle_outcome(
+    tally: Tally, rules: Rules, total_weight: int, subject_weight: int
+) -> VerdictState:
+    """The contract's settle rule. Upheld: the flags outweigh the quorum share of the weight that
+    voted, reach the floor share of the judging weight other than the subject's, and reach the
+    subject's own weight. Rejected: the agreements outweigh the flags. Otherwise inconclusive."""
+    flags, agreements = tally.flag_weight, tally.agree_weight
+    quorum = flags * 10_000 > rules.quorum_bps * (flags + agreements)
+    others = max(0, total_weight - subject_weight)
+    floor = flags * 10_000 >= rules.floor_bps * others and flags >= subject_weight
+    if quorum and floor:
+        return VerdictState.UPHELD
+    return VerdictState.REJECTED if agreements > flags else VerdictState.INCONCLUSIVE

@@ -12,6 +12,7 @@ from node.chain.models import Phases, SealInfo, VerdictItem
 from node.round.ballots import (
     agreement_reports,
     ballot_items,
+    limit_flags,
     ballot_slot,
     plan_reveals,
     sample,
@@ -149,3 +150,19 @@ def test_local_groups_are_those_with_a_learning_signal() -> None:
     assert sorted(tuple(g.rewards) for g in picked) == [(0.0, 1.0), (1.0, 0.0)]
     assert len(pick_local(own, 1, random.Random(0))) == 1
     assert own.mean_reward == 0.5
+
+
+def test_limit_flags_keeps_every_agreement_and_the_first_bondable_flags() -> None:
+    items = [
+        VerdictItem(subject=s, checked=8, agreed=8 if i % 2 else 3, verified_reward_sum=0)
+        for i, s in enumerate(sorted(SUBJECTS))
+    ]
+    flags = [i for i in items if i.is_flag]
+    agreements = [i for i in items if not i.is_flag]
+    assert len(flags) >= 2 and agreements
+    kept = limit_flags(items, 1)
+    assert [i for i in kept if not i.is_flag] == agreements
+    assert [i for i in kept if i.is_flag] == flags[:1]
+    assert [i.subject for i in kept] == sorted(i.subject for i in kept)  # still in ballot order
+    assert limit_flags(items, 0) == agreements
+    assert limit_flags(items, len(flags)) == items == limit_flags(items, None)

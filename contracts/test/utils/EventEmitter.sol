@@ -13,6 +13,18 @@ contract EventEmitter {
 
     /// @notice Emits one log with these topics (0 to 4; the first is the event's signature hash) and data.
     function emitLog(bytes32[] calldata topics, bytes calldata data) external {
+        _emit(topics, data);
+    }
+
+    /// @notice Emits `topics.length` logs in this order, all in one transaction (so in one block).
+    function emitLogs(bytes32[][] calldata topics, bytes[] calldata data) external {
+        require(topics.length == data.length, "one data per log");
+        for (uint256 i = 0; i < topics.length; ++i) {
+            _emit(topics[i], data[i]);
+        }
+    }
+
+    function _emit(bytes32[] calldata topics, bytes calldata data) private {
         bytes memory body = data;
         uint256 n = topics.length;
         require(n <= 4, "at most 4 topics");
