@@ -1,6 +1,6 @@
 """The content store's checks: a folder is writable or a Kubo API answers; this node's announced
-endpoint is its daemon's; the daemon is connected to a peer whose endpoint was announced on-chain
-(docs/PROTOCOL.md, "Store endpoints")."""
+endpoint is its daemon's, signed by the daemon's key and accepted by peers; the daemon is connected
+to a peer whose endpoint was announced on-chain (docs/PROTOCOL.md, "Store endpoints")."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ import requests
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.chain.events import EndpointAnnounced, EventReader
+from node.chain.events import EndpointAnnounced, EventReader, ExitRequested
 from node.config import NodeConfig
 from node.doctor.base import Check, Run, ok, problem, short, skipped
 from node.storage import StoreError
+from node.storage.announced import AnnouncedEndpoints
 from node.storage.endpoint import (
-    AnnouncedEndpoints,
     EndpointRejected,
     StoreEndpoint,
     announceable,
     encode_endpoint,
     peer_id_key,
+    verified_announcement,
 )
+from node.storage.endpoint_proof import EndpointDomain
 from node.storage.kubo import KuboStore
 
 
@@ -65,42 +67,88 @@ def check_kubo_api(run: Run, url: str) -> Check:
 
 
 def check_announced(run: Run) -> Check:
-    if _kubo_url(run.config) is None:
+    url = _kubo_url(run.config)
+    if url is None:
         return skipped("announced", "a local store folder is not announced (nothing to share)")
-    if run.kubo is None or run.client is None or not run.contract or run.address is None:
+    kubo, address, deployment = run.kubo, run.address, run.deployment
+    if kubo is None or run.client is None or not run.contract or address is None:
         return skipped("announced", "needs the Kubo API, the contract and the keystore's address")
-    run.announced = read_announcements(run.client, run.deployment, run.config)
-    allow = run.config.storage.allow_private_addresses
-    wanted = announceable(run.kubo, allow_private=allow)
+    if deployment is None:
+        return skipped("announced", "needs the deployment file")
+    run.announced = read_announcements(run.client, deployment, run.config)
+    endpoints = run.announced.endpoints
+    holder = endpoints.holder(kubo.peer_id)
+    if holder not in (None, address):
+        return problem(
+            "announced",
+            f"Kubo's peer id {kubo.peer_id} is held by {holder}, which announced it first",
+            "give this node its own Kubo repository (a new IPFS_PATH, ipfs init)",
+        )
+    wanted = _wanted(run.config, kubo, url, address, endpoints.domain)
+    if isinstance(wanted, Check):
+        return wanted
+    return _compare(endpoints, address, *wanted)
+
+
+def _wanted(
+    config: NodeConfig, kubo: StoreEndpoint, url: str, address: str, domain: EndpointDomain
+) -> tuple[StoreEndpoint, bytes] | Check:
+    """What swarm run would announce for the daemon now (endpoint and bytes: Kubo signs
+    deterministically, so the bytes are the same at every start), or the problem."""
+    try:
+        store = KuboStore(url, timeout=config.storage.fetch_timeout)
+        signature = store.sign(domain.message(address))
+    except StoreError as exc:
+        return problem(
+            "announced",
+            f"Kubo cannot sign the endpoint's proof (key/sign): {short(exc)}",
+            "run the bootstrap's Kubo (or Kubo 0.2x or newer) on a repository of its own",
+        )
+    wanted = announceable(kubo, signature, allow_private=config.storage.allow_private_addresses)
     if wanted is None:
         return problem(
             "announced",
-            f"Kubo's swarm addresses ({', '.join(run.kubo.addrs) or 'none'}) hold none that "
+            f"Kubo's swarm addresses ({', '.join(kubo.addrs) or 'none'}) hold none that "
             "peers may dial",
             "make Kubo's swarm port reachable on a public address (ipfs config --json "
             "Addresses.Announce '[\"/ip4/PUBLIC-IP/tcp/4001\"]', then restart it); a swarm on "
             "one host or LAN sets [storage] allow_private_addresses = true",
         )
-    owner = run.announced.endpoints.owner(wanted.peer_id)
-    if owner not in (None, run.address):
+    data = encode_endpoint(wanted, signature)
+    try:
+        verified_announcement(data, announcer=address, domain=domain)
+    except EndpointRejected as rejected:
         return problem(
             "announced",
-            f"Kubo's peer id {wanted.peer_id} was announced first by {owner}",
-            "give this node its own Kubo repository (a new IPFS_PATH, ipfs init)",
+            f"peers would reject this node's endpoint: {rejected.reason}",
+            "give Kubo an Ed25519 identity: stop it, ipfs key rotate --oldkey=old-self "
+            "--type=ed25519 (a new peer id), start it again",
         )
-    latest = run.announced.endpoints.latest(run.address)
+    return wanted, data
+
+
+def _compare(
+    endpoints: AnnouncedEndpoints, address: str, wanted: StoreEndpoint, data: bytes
+) -> Check:
+    """The chain's latest announcement of ``address`` against ``data``, what it would be now."""
+    latest = endpoints.latest(address)
     if not latest:
         return problem(
             "announced",
             "this peer has announced no store endpoint",
             "start the node: swarm run announces its Kubo endpoint when it starts",
         )
-    expected = encode_endpoint(wanted)
-    if latest != expected:
+    if latest != data:
         on_chain = short(latest.decode("utf-8", "replace"))
         return problem(
             "announced",
-            f"the chain has {on_chain}, Kubo is now {expected.decode()}",
+            f"the chain has {on_chain}, Kubo is now {data.decode()}",
+            "restart swarm run: it announces the daemon's endpoint again when it starts",
+        )
+    if endpoints.holder(wanted.peer_id) != address:  # announced while another address held it
+        return problem(
+            "announced",
+            f"peers rejected this peer's announcement: {endpoints.refusal(address)}",
             "restart swarm run: it announces the daemon's endpoint again when it starts",
         )
     return ok("announced", f"{wanted.peer_id} at {', '.join(wanted.addrs)}")
@@ -141,14 +189,23 @@ class Announcements:
 
 
 def read_announcements(
-    client: CoordinatorClient, deployment: Deployment | None, config: NodeConfig
+    client: CoordinatorClient, deployment: Deployment, config: NodeConfig
 ) -> Announcements:
-    """The coordinator's ``EndpointAnnounced`` events since the deployment, applied in order."""
-    endpoints = AnnouncedEndpoints(allow_private=config.storage.allow_private_addresses)
-    start = deployment.deployment_block if deployment else 0
+    """The coordinator's ``EndpointAnnounced`` and ``ExitRequested`` events since the deployment,
+    applied in order (as every node's view does)."""
+    domain = EndpointDomain(deployment.chain_id, deployment.coordinator)
+    endpoints = AnnouncedEndpoints(domain, allow_private=config.storage.allow_private_addresses)
     reader = EventReader(client.w3, client.address)
     peers: list[str] = []
-    for event in reader.read(start, client.block_number(), events=[EndpointAnnounced]):
+    events = reader.read(
+        deployment.deployment_block,
+        client.block_number(),
+        events=[EndpointAnnounced, ExitRequested],
+    )
+    for event in events:
+        if isinstance(event, ExitRequested):
+            endpoints.exited(event.peer)
+            continue
         assert isinstance(event, EndpointAnnounced)
         if event.peer not in peers:
             peers.append(event.peer)

@@ -5,7 +5,8 @@
 and every round's ``RolloutsPublished`` commitments. The round loop asks it which commitments
 it has not judged yet and whether every active peer has published a round (then waiting longer
 brings nothing). It also keeps each peer's latest usable store endpoint from ``EndpointAnnounced``
-(docs/PROTOCOL.md, "Store endpoints"); a rejected announcement is logged and ignored.
+and ``ExitRequested`` (docs/PROTOCOL.md, "Store endpoints"); a rejected announcement is logged and
+ignored.
 
 :func:`check_chain` tells a chain that was reset or replaced (Anvil restarted, a devnet wiped)
 from a slow one: the deployment block must still carry the recorded hash, and the coordinator
@@ -28,7 +29,9 @@ from node.chain.events import (
     Withdrawn,
 )
 from node.round.errors import ChainReset
-from node.storage.endpoint import AnnouncedEndpoints, EndpointRejected, StoreEndpoint
+from node.storage.announced import AnnouncedEndpoints
+from node.storage.endpoint import EndpointRejected, StoreEndpoint
+from node.storage.endpoint_proof import EndpointDomain
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +58,22 @@ def check_chain(client: CoordinatorClient, deployment: Deployment, *, seen_block
 
 class SwarmView:
     """Active peers, per-round commitments and store endpoints, from events since
-    ``start_block``; ``allow_private`` keeps peers' private store addresses (one host or LAN)."""
+    ``start_block``; store endpoints count with a proof for ``domain`` (the deployment read), and
+    ``allow_private`` keeps peers' private store addresses (one host or LAN)."""
 
-    def __init__(self, reader: EventReader, start_block: int, *, allow_private: bool = False):
+    def __init__(
+        self,
+        reader: EventReader,
+        start_block: int,
+        *,
+        domain: EndpointDomain,
+        allow_private: bool = False,
+    ):
         self.reader = reader
         self.next_block = start_block
         self.active: set[str] = set()
         self.published: dict[int, dict[str, RolloutsPublished]] = {}
-        self.endpoints = AnnouncedEndpoints(allow_private=allow_private)
+        self.endpoints = AnnouncedEndpoints(domain, allow_private=allow_private)
 
     def refresh(self, latest_block: int) -> None:
         """Applies the events of blocks ``next_block .. latest_block``."""
@@ -76,7 +87,10 @@ class SwarmView:
         for event in events:
             if isinstance(event, PeerRegistered):
                 self.active.add(event.peer)
-            elif isinstance(event, (ExitRequested, Withdrawn)):
+            elif isinstance(event, ExitRequested):
+                self.active.discard(event.peer)
+                self.endpoints.exited(event.peer)  # the peer id it held is free
+            elif isinstance(event, Withdrawn):
                 self.active.discard(event.peer)
             elif isinstance(event, RolloutsPublished):
                 self.published.setdefault(event.round, {})[event.peer] = event

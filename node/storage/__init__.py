@@ -8,11 +8,14 @@ Modules, one concern each:
 
 - ``errors``   the exception family (retryable: StoreUnavailable/StoreTimeout; not: NotFound,
                DigestMismatch, TooLarge, InvalidAddress, StoreRejected)
-- ``base``     ``ContentStore`` (put/get/has/pin), size caps, digest checks
+- ``base``     ``ContentStore`` (put/get/has/pin, endpoint/connect/sign), size caps, digest checks
 - ``cid``      ``cid_from_digest`` / ``digest_from_cid``
 - ``local``    ``LocalStore``: a sharded directory, atomic writes, many processes, pins, gc
 - ``kubo``     ``KuboStore``: raw blocks through a Kubo daemon's RPC API
 - ``factory``  ``open_store(url_or_path)``
+- ``endpoint`` a store endpoint announcement: its bytes, their validation (never trusted)
+- ``endpoint_proof``  the libp2p key's signature that makes an announcement count
+- ``announced`` which announcement counts, from the chain's events in order
 """
 
 from __future__ import annotations

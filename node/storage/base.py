@@ -19,7 +19,7 @@ import hashlib
 from abc import ABC, abstractmethod
 
 from node.storage.endpoint import StoreEndpoint
-from node.storage.errors import DigestMismatch, InvalidAddress, TooLarge
+from node.storage.errors import DigestMismatch, InvalidAddress, StoreRejected, TooLarge
 
 #: Default size cap: docs/PROTOCOL.md's 1 MiB per batch (also Kubo's largest block without
 #: ``--allow-big-block``).
@@ -86,6 +86,13 @@ class ContentStore(ABC):
     def connect(self, endpoint: StoreEndpoint) -> None:
         """Connects to a peer's store so that its blobs can be fetched (no-op where a store
         has no network)."""
+
+    def sign(self, message: bytes) -> bytes:
+        """The signature of ``message`` by the key of the store's libp2p peer id, as libp2p signs
+        (over ``libp2p-key signed message:`` + ``message``): the proof that an endpoint
+        announcement names this store's own peer id (node.storage.endpoint_proof).
+        StoreRejected for a store that has no endpoint, hence no key."""
+        raise StoreRejected(f"{type(self).__name__} has no libp2p key to sign with")
 
     def _read_cap(self, max_size: int | None) -> int:
         """The cap of one ``get``: ``max_size`` if given (at least 0), else ``max_blob_size``."""

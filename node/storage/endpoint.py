@@ -6,12 +6,14 @@ endpoints of the peers whose batches it fetches, so peers find each other throug
 no bootstrap list. A local folder has no endpoint. The rules are docs/PROTOCOL.md, "Store
 endpoints":
 
-- the announced bytes are canonical JSON ``{"addrs":[...],"peer_id":"..."}`` (UTF-8, keys sorted,
-  no whitespace), at most :data:`MAX_ENDPOINT_BYTES`; empty bytes withdraw the endpoint;
+- the announced bytes are canonical JSON ``{"addrs":[...],"peer_id":"...","signature":"..."}``
+  (UTF-8, keys sorted, no whitespace), at most :data:`MAX_ENDPOINT_BYTES`; empty bytes withdraw
+  the endpoint. ``signature`` is the peer id's key signing the announcing address, chain and
+  coordinator (node.storage.endpoint_proof), so nobody can announce a peer id whose key it lacks;
 - :func:`parse_endpoint` turns peer-supplied bytes into a :class:`StoreEndpoint` or raises
   :class:`EndpointRejected` with the reason (never anything else, whatever the bytes);
-- :class:`AnnouncedEndpoints` applies announcements in chain order: each peer's latest counts,
-  and a libp2p peer id belongs to the chain address that announced it first.
+- node.storage.announced applies announcements in chain order (which one counts, who holds a
+  peer id).
 
 Pure Python: base58btc, base32 and the multihash / CID / multiaddr subsets are decoded here.
 """
@@ -25,6 +27,14 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from node.storage.endpoint_proof import (
+    EndpointDomain,
+    ProofInvalid,
+    decode_signature,
+    encode_signature,
+    verify_signature,
+)
 
 #: Most bytes an announcement may hold (the coordinator's ``MAX_ENDPOINT_BYTES``).
 MAX_ENDPOINT_BYTES = 512
@@ -40,6 +50,7 @@ _BASE58_INDEX = {c: i for i, c in enumerate(_BASE58)}
 _SHA2_256, _IDENTITY, _LIBP2P_KEY = 0x12, 0x00, 0x72
 #: Key types a peer id may inline (identity multihash): libp2p's KeyType -> public key length.
 _INLINE_KEYS = {1: 32, 2: 33}  # Ed25519, Secp256k1
+_FIELDS = {"addrs", "peer_id", "signature"}
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _MULTIBASE_VALUE = re.compile(r"^[A-Za-z0-9_-]{2,100}$")
 _FLAGS = frozenset(
@@ -67,97 +78,64 @@ class StoreEndpoint:
 # ------------------------------------------------------------------------------------ encoding
 
 
-def encode_endpoint(endpoint: StoreEndpoint) -> bytes:
-    """The announced bytes: canonical JSON ``{"addrs":[...],"peer_id":"..."}``."""
-    value = {"addrs": list(endpoint.addrs), "peer_id": endpoint.peer_id}
+def encode_endpoint(endpoint: StoreEndpoint, signature: bytes) -> bytes:
+    """The announced bytes: canonical JSON ``{"addrs":[...],"peer_id":"...","signature":"..."}``,
+    the signature in base64url without padding."""
+    value = {
+        "addrs": list(endpoint.addrs),
+        "peer_id": endpoint.peer_id,
+        "signature": encode_signature(signature),
+    }
+    return _canonical(value)
+
+
+def _canonical(value: dict[str, Any]) -> bytes:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
 
 
-def parse_endpoint(data: bytes, *, allow_private: bool) -> StoreEndpoint:
-    """The endpoint announced in ``data``, with only the addresses this node may dial.
+def parse_endpoint(
+    data: bytes, *, announcer: str, domain: EndpointDomain, allow_private: bool
+) -> StoreEndpoint:
+    """The endpoint ``announcer`` announced in ``data``, with only the addresses this node may
+    dial (whoever holds the peer id: node.storage.announced decides that).
 
     EndpointRejected when the bytes are not the encoding, the peer id is not a libp2p peer id, an
-    address names another peer id, or no address remains (private, loopback and link-local ones
-    count only with ``allow_private``).
+    address names another peer id, the signature is not the peer id's key signing ``announcer``
+    on ``domain``, or no address remains (private, loopback and link-local ones count only with
+    ``allow_private``).
     """
-    return _usable(read_announcement(data), allow_private=allow_private)
+    announcement = verified_announcement(data, announcer=announcer, domain=domain)
+    return usable_endpoint(announcement, allow_private=allow_private)
 
 
-def announceable(endpoint: StoreEndpoint, *, allow_private: bool) -> StoreEndpoint | None:
+def announceable(
+    endpoint: StoreEndpoint, signature: bytes, *, allow_private: bool
+) -> StoreEndpoint | None:
     """This node's own endpoint as peers would accept it: the addresses they may dial, sorted (so
     that the bytes depend on the set, not on the order a daemon lists them in), as many as fit
-    :data:`MAX_ADDRS` and :data:`MAX_ENDPOINT_BYTES`; None when nothing is left."""
+    :data:`MAX_ADDRS` and :data:`MAX_ENDPOINT_BYTES` beside ``signature``; None when nothing is
+    left."""
+    try:
+        key = peer_id_key(endpoint.peer_id)
+    except EndpointRejected:
+        return None
     addrs: list[str] = []
-    for addr in endpoint.addrs:
+    for text in endpoint.addrs:
         try:
-            one = parse_endpoint(
-                encode_endpoint(StoreEndpoint(endpoint.peer_id, (addr,))),
-                allow_private=allow_private,
-            )
-        except EndpointRejected:
+            addr = _parse_multiaddr(text, key)
+        except (_BadAddr, EndpointRejected):
             continue
-        addrs.extend(a for a in one.addrs if a not in addrs)
+        if _host_refusal(addr.host, allow_private) is None and addr.text not in addrs:
+            addrs.append(addr.text)
     addrs.sort()
     del addrs[MAX_ADDRS:]
-    while addrs and len(encode_endpoint(StoreEndpoint(endpoint.peer_id, tuple(addrs)))) > (
-        MAX_ENDPOINT_BYTES
-    ):
+    while addrs and _encoded_size(endpoint.peer_id, addrs, signature) > MAX_ENDPOINT_BYTES:
         addrs.pop()
     return StoreEndpoint(endpoint.peer_id, tuple(addrs)) if addrs else None
 
 
-# -------------------------------------------------------------------------- the chain's record
-
-
-class AnnouncedEndpoints:
-    """Each peer's latest usable endpoint, from its ``EndpointAnnounced`` events in chain order.
-
-    A peer's latest announcement replaces the one before: an empty or rejected one leaves the peer
-    without an endpoint. A peer id belongs to the chain address whose announcement named it first
-    (counting every announcement that is well formed, whatever its addresses, so every node agrees
-    on the owner whatever its ``allow_private``); another address's later announcement of it is
-    rejected.
-    """
-
-    def __init__(self, *, allow_private: bool) -> None:
-        self.allow_private = allow_private
-        self._owners: dict[bytes, str] = {}
-        self._latest: dict[str, bytes] = {}
-        self._usable: dict[str, StoreEndpoint] = {}
-
-    def apply(self, peer: str, data: bytes) -> StoreEndpoint | None:
-        """Records ``peer``'s announcement; its endpoint now (None when withdrawn).
-
-        EndpointRejected when unusable (``peer`` then has no endpoint).
-        """
-        self._latest[peer] = bytes(data)
-        self._usable.pop(peer, None)
-        if not data:
-            return None
-        announcement = read_announcement(data)
-        owner = self._owners.setdefault(announcement.key, peer)
-        if owner != peer:
-            raise EndpointRejected(
-                f"peer id {announcement.peer_id} was announced first by {owner}"
-            )
-        endpoint = _usable(announcement, allow_private=self.allow_private)
-        self._usable[peer] = endpoint
-        return endpoint
-
-    def endpoint(self, peer: str) -> StoreEndpoint | None:
-        """``peer``'s latest usable endpoint, if any."""
-        return self._usable.get(peer)
-
-    def latest(self, peer: str) -> bytes | None:
-        """The bytes of ``peer``'s latest announcement (usable or not), None if it never did."""
-        return self._latest.get(peer)
-
-    def owner(self, peer_id: str) -> str | None:
-        """The chain address that announced ``peer_id`` first; None if nobody (or not a peer id)."""
-        try:
-            return self._owners.get(peer_id_key(peer_id))
-        except EndpointRejected:
-            return None
+def _encoded_size(peer_id: str, addrs: list[str], signature: bytes) -> int:
+    return len(encode_endpoint(StoreEndpoint(peer_id, tuple(addrs)), signature))
 
 
 # ---------------------------------------------------------------------------------- decoding
@@ -173,16 +151,18 @@ class _Addr:
 
 @dataclass(frozen=True)
 class Announcement:
-    """What the bytes say, checked as far as needs no local setting (``allow_private``)."""
+    """What the bytes say, checked as far as needs neither the announcer nor a local setting."""
 
     peer_id: str
     key: bytes  # the peer id's multihash: the same peer in either text form
     addrs: tuple[_Addr, ...]
     dropped: tuple[str, ...]  # "<addr>: <reason>" for each address that does not parse
+    signature: str  # as announced; decoded with the proof (an RSA key's would not fit anyway)
 
 
 def read_announcement(data: bytes) -> Announcement:
-    """Decodes announced bytes (shape, encoding, peer id, multiaddr syntax); EndpointRejected."""
+    """Decodes announced bytes (shape, encoding, peer id, multiaddr syntax); EndpointRejected.
+    The proof is not checked here (:func:`verified_announcement` does)."""
     value = _decode_json(data)
     peer_id, texts = value["peer_id"], value["addrs"]
     key = peer_id_key(peer_id)
@@ -198,10 +178,32 @@ def read_announcement(data: bytes) -> Announcement:
             addrs.append(addr)
     if not addrs:
         raise EndpointRejected("no usable address (" + "; ".join(dropped) + ")")
-    return Announcement(peer_id, key, tuple(addrs), tuple(dropped))
+    return Announcement(peer_id, key, tuple(addrs), tuple(dropped), value["signature"])
 
 
-def _usable(announcement: Announcement, *, allow_private: bool) -> StoreEndpoint:
+def verified_announcement(data: bytes, *, announcer: str, domain: EndpointDomain) -> Announcement:
+    """:func:`read_announcement`, then the proof: the key the peer id inlines signed
+    ``announcer`` on ``domain``. EndpointRejected, for a peer id whose key is only hashed
+    (``Qm...``, an RSA key) too: nothing shows who holds it."""
+    announcement = read_announcement(data)
+    public_key = inline_public_key(announcement.key)
+    if public_key is None:
+        raise EndpointRejected(
+            f"peer id {announcement.peer_id} names its key by hash (an RSA key), so its signature "
+            "cannot be checked: only Ed25519 and Secp256k1 peer ids (12D3KooW..., 16Uiu2...) "
+            "can announce"
+        )
+    try:
+        signature = decode_signature(announcement.signature)
+        verify_signature(*public_key, domain.message(announcer), signature)
+    except ProofInvalid as invalid:
+        raise EndpointRejected(invalid.reason) from None
+    return announcement
+
+
+def usable_endpoint(announcement: Announcement, *, allow_private: bool) -> StoreEndpoint:
+    """The announcement's peer id and the addresses this node may dial; EndpointRejected when
+    none is left."""
     refused = [
         f"{addr.text}: {reason}"
         for addr in announcement.addrs
@@ -217,6 +219,7 @@ def _usable(announcement: Announcement, *, allow_private: bool) -> StoreEndpoint
 
 
 def _decode_json(data: Any) -> dict[str, Any]:
+    """The announcement's JSON, checked for shape and encoding."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise EndpointRejected(f"an endpoint is bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -228,17 +231,22 @@ def _decode_json(data: Any) -> dict[str, Any]:
         value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise EndpointRejected("not UTF-8 JSON") from None
+    if isinstance(value, dict) and set(value) == _FIELDS - {"signature"}:
+        raise EndpointRejected(
+            "no signature (the format before endpoint proofs): the peer must announce again"
+        )
     if not (
         isinstance(value, dict)
-        and set(value) == {"addrs", "peer_id"}
+        and set(value) == _FIELDS
         and isinstance(value["peer_id"], str)
+        and isinstance(value["signature"], str)
         and isinstance(value["addrs"], list)
         and all(isinstance(a, str) for a in value["addrs"])
     ):
-        raise EndpointRejected('not {"addrs": [strings], "peer_id": string}')
+        raise EndpointRejected('not {"addrs": [strings], "peer_id": string, "signature": string}')
     if not 1 <= len(value["addrs"]) <= MAX_ADDRS:
         raise EndpointRejected(f"{len(value['addrs'])} addresses; 1 to {MAX_ADDRS} are allowed")
-    if encode_endpoint(StoreEndpoint(value["peer_id"], tuple(value["addrs"]))) != data:
+    if _canonical(value) != data:
         raise EndpointRejected("not canonical JSON (sorted keys, no whitespace, UTF-8)")
     return value
 
@@ -275,6 +283,16 @@ def peer_id_key(peer_id: str) -> bytes:
     if multihash is None or not _is_peer_multihash(multihash):
         raise EndpointRejected(f"{shown} is not a libp2p peer id")
     return multihash
+
+
+def inline_public_key(multihash: bytes) -> tuple[int, bytes] | None:
+    """(libp2p KeyType, public key bytes) of a peer id's multihash (:func:`peer_id_key`) that
+    inlines its key; None for a hashed one (sha2-256: ``Qm...``), whose key it does not carry."""
+    code, rest = _varint(multihash)
+    _, digest = _varint(rest)
+    if code != _IDENTITY or not _is_inline_key(digest):
+        return None
+    return digest[1], digest[4:]
 
 
 def _is_peer_multihash(multihash: bytes) -> bool:

@@ -9,6 +9,7 @@ daemon stops searching when the client gives up:
     pin/add?arg=<cid>                                                   -> {"Pins": [cid]}
     id                                                  -> {"ID": peer id, "Addresses": [...]}
     swarm/connect?arg=<addr>/p2p/<id>&arg=...                           -> {"Strings": [...]}
+    key/sign?ipns-base=b58mh  (multipart message)   -> {"Key": {"Id", "Name"}, "Signature": "u..."}
 
 With codec raw and sha2-256 the block's CID is exactly ``cid_from_digest(sha256(data))``; ``put``
 checks the CID Kubo reports and ``get`` re-hashes every byte it receives: the daemon is never
@@ -24,11 +25,13 @@ over 1 MiB unless started with ``--allow-big-block``; keep ``max_blob_size`` at 
 Plain ``requests``, not ipfshttpclient 0.7 (the last release, 2021): its ``connect()`` refuses
 every Kubo newer than 0.8, its ``swarm.connect`` sends each character of the address as an
 argument (it iterates ``address`` instead of ``addresses``), and it passes urllib3 2 a ``strict``
-argument that raises a FutureWarning on every connection. These six calls need none of it.
+argument that raises a FutureWarning on every connection. These seven calls need none of it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import re
@@ -160,6 +163,22 @@ class KuboStore(ContentStore):
                 _field(self._json("swarm/connect", {"arg": args}), "Strings")
         except StoreError as error:
             raise StoreUnavailable(one_line(str(error))) from error
+
+    def sign(self, message: bytes) -> bytes:
+        """The daemon's own key (``self``) signs ``message`` (``key/sign``: libp2p's prefixed
+        form, an endpoint announcement's proof). Not checked here: the announcer verifies the
+        announcement it builds as its peers will (node.round.exchange)."""
+        files = {"file": ("message", bytes(message), "application/octet-stream")}
+        with self._errors("key/sign"):
+            answer = self._json("key/sign", {"ipns-base": "b58mh"}, files=files)
+        text = _field(answer, "Signature")
+        refused = StoreRejected(f"key/sign answered a signature not in base64url: {text!r:.100}")
+        if not isinstance(text, str) or not text.startswith("u"):  # multibase base64url
+            raise refused
+        try:
+            return base64.urlsafe_b64decode(text[1:] + "=" * (-len(text[1:]) % 4))
+        except (binascii.Error, ValueError):
+            raise refused from None
 
     # --- HTTP
 

@@ -35,8 +35,15 @@ from node.rollouts.schema import ModelInfo
 from node.rollouts.signing import body_hash
 from node.sampling.verdicts import to_milli
 from node.storage.cid import cid_from_digest
+from node.storage.endpoint_proof import (
+    ED25519,
+    SIGNED_PREFIX,
+    EndpointDomain,
+    encode_signature,
+)
 from node.tasks import DEFAULT_PRESET_NAME, PRESETS, derive_tasks, draw_entry, generator_id
 from node.tasks.derivation import DRAW_DOMAIN
+from tests.storage.libp2p_keys import Libp2pKey
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_PATH = REPO_ROOT / "docs" / "PROTOCOL.md"
@@ -302,6 +309,29 @@ def committee_vector(inputs: Inputs) -> Vector:
     }
 
 
+def endpoint_key(inputs: Inputs) -> Libp2pKey:
+    """The Ed25519 libp2p key of the inputs' ``endpoint`` part (its RFC 8032 seed)."""
+    return Libp2pKey(ED25519, bytes.fromhex(inputs["endpoint"]["key_seed"][2:]))
+
+
+def endpoint_vector(inputs: Inputs) -> Vector:
+    """The inputs' peer announcing the endpoint key's peer id at the inputs' addresses: the
+    message its key signs, the signature and the announced bytes."""
+    key = endpoint_key(inputs)
+    domain = EndpointDomain(inputs["chain_id"], inputs["coordinator"])
+    message = domain.message(inputs["peer"])
+    return {
+        "public_key": _hex(key.public_key),
+        "peer_id": key.peer_id,
+        "message": message.decode("ascii"),
+        "signed": (SIGNED_PREFIX + message).decode("ascii"),
+        "signature": encode_signature(key.sign(message)),
+        "announcement": key.announcement(
+            inputs["peer"], *inputs["endpoint"]["addrs"], domain=domain
+        ).decode("utf-8"),
+    }
+
+
 # Tables of (input, output) pairs: the document chooses the inputs, the code gives the outputs.
 
 
@@ -345,6 +375,7 @@ COMPUTED: dict[str, Callable[[Inputs], Vector]] = {
     "eip712": eip712_vector,
     "committee": committee_vector,
     "reasons": reasons_vector,
+    "endpoint": endpoint_vector,
 }
 
 PAIRS: dict[str, Callable[[list[list[Any]]], Vector]] = {

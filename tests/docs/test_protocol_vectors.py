@@ -23,6 +23,9 @@ from node.chain.events import RolloutsPublished
 from node.rollouts import decode_batch, encode_batch
 from node.rollouts.signing import SECP256K1_N
 from node.sampling.verify import RoundContext, verify_batch
+from node.storage.announced import AnnouncedEndpoints
+from node.storage.endpoint import EndpointRejected, StoreEndpoint
+from node.storage.endpoint_proof import EndpointDomain
 from tests.docs.protocol_vectors import (
     COMPUTED,
     PAIRS,
@@ -99,6 +102,8 @@ def test_the_documented_batch_decodes_and_passes_every_check(documented: dict[st
         ),
         inputs["round"],
         bytes.fromhex(documented["round-seed"]["round_seed"][2:]),
+        tasks_per_round=summary["groups"],  # the vector's round has one task, G = 4
+        group_size=summary["completions"] // summary["groups"],
     )
     verdict = verify_batch(data, commitment, context)
     assert verdict.accepted, verdict.detail
@@ -121,6 +126,21 @@ def test_documented_signatures_are_the_peer_s_in_the_contract_s_form(
     # what publishRolloutsFor accepts: 65 bytes r || s || v, v in {27, 28}, low s
     assert len(signature) == 65 and signature[64] in (27, 28)
     assert int.from_bytes(signature[32:64], "big") <= SECP256K1_N // 2
+
+
+def test_the_documented_announcement_counts_for_the_inputs_peer_only(
+    documented: dict[str, Any],
+) -> None:
+    inputs, vector = documented["inputs"], documented["endpoint"]
+    record = AnnouncedEndpoints(
+        EndpointDomain(inputs["chain_id"], inputs["coordinator"]), allow_private=False
+    )
+    data = vector["announcement"].encode("utf-8")
+    with pytest.raises(EndpointRejected, match="signature is not the peer id's key"):
+        record.apply(inputs["relayer"], data)  # another address copying it
+    expected = StoreEndpoint(vector["peer_id"], tuple(inputs["endpoint"]["addrs"]))
+    assert record.apply(inputs["peer"], data) == expected
+    assert vector["signed"] == "libp2p-key signed message:" + vector["message"]
 
 
 def test_recomputing_the_vectors_loads_no_torch() -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator_indexer import queries
-from node.storage.endpoint import StoreEndpoint, encode_endpoint
-from tests.storage.test_endpoint import ALICE_ID
+from tests.storage.test_endpoint import ALICE_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +18,8 @@ def test_the_latest_announcement_of_each_peer_is_shown_as_announced(
     moving, junk, quitter, silent = (client_for(a) for a in dev_accounts[1:5])
     for index, client in enumerate((moving, junk, quitter, silent)):
         client.register(f"peer-{index}", ETHER)
-    first = encode_endpoint(StoreEndpoint(ALICE_ID, ("/ip4/93.184.216.34/tcp/4001",)))
-    moved = encode_endpoint(StoreEndpoint(ALICE_ID, ("/ip4/93.184.216.34/tcp/4101",)))
+    first = ALICE_KEY.announcement(moving.account_address, "/ip4/93.184.216.34/tcp/4001")
+    moved = ALICE_KEY.announcement(moving.account_address, "/ip4/93.184.216.34/tcp/4101")
     moving.announce_endpoint(first)
     receipt = moving.announce_endpoint(moved)
     junk.announce_endpoint(b"\xff\xfe not UTF-8")

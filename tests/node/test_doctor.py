@@ -3,6 +3,7 @@ passes, and each broken setting gives its problem line, its fix and exit status 
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -22,6 +23,7 @@ from node.identity import unlock_keystore
 from node.local.kubo import KuboDaemon
 from node.resources import GIB, MIB, SMOL_PARAMETERS, Workload, estimate_resources
 from node.storage.endpoint import announceable, encode_endpoint
+from node.storage.endpoint_proof import EndpointDomain
 from tests.chain_fixtures import ETHER, AnvilNode, ChainControl
 from tests.storage.kubo_daemons import kubo_swarm
 
@@ -247,9 +249,12 @@ def test_the_clock_tolerance_is_a_tenth_of_a_round(home: Path, chain: ChainContr
 
 
 def announce(client: CoordinatorClient, daemon: KuboDaemon) -> None:
-    """What swarm run does when it starts: announce the daemon's dialable endpoint."""
-    endpoint = announceable(daemon.endpoint(), allow_private=True)
-    client.announce_endpoint(encode_endpoint(endpoint))
+    """What swarm run does when it starts: announce the daemon's dialable endpoint, signed by
+    the daemon's key."""
+    domain = EndpointDomain(client.w3.eth.chain_id, client.address)
+    signature = daemon.store().sign(domain.message(client.account_address))
+    endpoint = announceable(daemon.endpoint(), signature, allow_private=True)
+    client.announce_endpoint(encode_endpoint(endpoint, signature))
 
 
 def test_kubo_peers_are_found_through_the_chain(
@@ -269,14 +274,21 @@ def test_kubo_peers_are_found_through_the_chain(
 
         storage = f'store = "{ours.api_url}"\nallow_private_addresses = true'
         write_config(home, home / "deployment.json", anvil.url, storage=storage)
+        other = client_for(dev_accounts[1])
+        other.register("bob", ETHER)
+        squat = {"addrs": list(ours.addrs), "peer_id": ours.peer_id}  # no proof: no claim
+        other.announce_endpoint(json.dumps(squat, separators=(",", ":")).encode())
         silent = doctor(home)
         assert "has announced no store endpoint" in line_of(silent, "announced")
         assert "no other peer has announced" in line_of(silent, "peers")
 
+        announce(other, ours)  # the operator's other node on the same daemon: it holds the key
+        held = doctor(home)
+        assert f"is held by {other.account_address}" in line_of(held, "announced")
+        assert "Fix: give this node its own Kubo repository" in line_of(held, "announced")
+
+        announce(other, theirs)  # which frees ours
         announce(client_for(unlock_keystore(home / "keystore.json", PASSWORD)), ours)
-        other = client_for(dev_accounts[1])
-        other.register("bob", ETHER)
-        announce(other, theirs)
         apart = doctor(home)
         assert line_of(apart, "announced").startswith(f"ok       announced  {ours.peer_id} at")
         assert "connected to none of the 1 peers" in line_of(apart, "peers")

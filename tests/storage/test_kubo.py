@@ -206,6 +206,7 @@ def test_garbage_answers_are_store_errors(kubo: FakeKubo, store: KuboStore, mode
         lambda: store.put(b"x"),
         lambda: store.pin(sha256(b"x")),
         lambda: store.has(sha256(b"x")),
+        lambda: store.sign(b"swarm.endpoint/1"),
     ):
         with pytest.raises(StoreError):
             call()
