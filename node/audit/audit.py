@@ -4,14 +4,16 @@ For round r (once its reveal phase is over, so the tally is final):
 
 1. the round's ``RolloutsPublished`` events give every batch's digest; ``VerdictRevealed`` and
    ``VerdictIgnored`` the committee's votes and weights; ``verdict(r, subject)`` the tally and the
-   state (published, upheld, rejected);
+   state (published, upheld, rejected, inconclusive);
 2. every batch is fetched from the configured store by its digest and verified exactly as a node
-   verifies it (``node.sampling.intake``: re-hash, decode, signature, body, tasks, re-score every
-   completion): the auditor's own check is *flag* (a wrong reward or an invalid batch) or *agree*;
-3. the committee's decision is *flag* when the batch was upheld (or, flagged but not settled yet,
-   would be by the round's rules), *agree* when the flags were rejected or nobody flagged, *none*
-   when no vote counted; own *flag* against committee agree or none, or own *agree* against
-   committee flag, is a DISAGREEMENT;
+   verifies it (``node.sampling.intake``: re-hash, decode, signature, body, shape, tasks, re-score
+   every completion): the auditor's own check is *flag* (a wrong reward or an invalid batch) or
+   *agree*; n and G come from ``AuditSettings.batch_shape`` (the node configuration's);
+3. the committee's decision is *flag* when the batch was upheld, *agree* when the flags were
+   rejected or nobody flagged, *inconclusive* when neither side won (a flagged batch not settled
+   yet gets what settling it would give by the round's rules), *none* when no vote counted; own
+   *flag* against committee agree, inconclusive or none, or own *agree* against committee flag,
+   is a DISAGREEMENT;
 4. with a leaderboard (``indexer_url``), its ``/api/rounds/{r}`` must show every batch with the
    chain's outcome and weights, and the auditor's verified reward where both agree.
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -31,7 +33,9 @@ import requests
 from node.audit.receipt import BatchAudit, Committee, OwnCheck, RoundAudit, Vote
 from node.chain.client import CoordinatorClient
 from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
-from node.chain.models import Rules, SealInfo, Verdict, VerdictState
+from node.chain.committee import settle_outcome
+from node.chain.models import Verdict, VerdictState
+from node.config import NodeConfig
 from node.sampling.intake import intake_round
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext
@@ -48,6 +52,8 @@ class AuditSettings:
     total_budget: float = 60.0
     indexer_url: str | None = None
     http_timeout: float = 10.0
+    #: (n, G) of the round's batches: the swarm's, until the coordinator's rules carry them
+    batch_shape: tuple[int, int] = field(default_factory=lambda: NodeConfig().batch_shape())
 
 
 def audit_round(
@@ -125,7 +131,14 @@ def _verify(
     published: Sequence[RolloutsPublished],
     settings: AuditSettings,
 ) -> dict[str, PeerVerdict]:
-    context = RoundContext(domain=client.domain, round=round, round_seed=client.round_seed(round))
+    tasks_per_round, group_size = settings.batch_shape
+    context = RoundContext(
+        domain=client.domain,
+        round=round,
+        round_seed=client.round_seed(round),
+        tasks_per_round=tasks_per_round,
+        group_size=group_size,
+    )
     report = intake_round(
         published,
         store,
@@ -178,27 +191,29 @@ def _committee(
     )
 
 
+_DECISIONS = {
+    VerdictState.UPHELD: "flag",
+    VerdictState.REJECTED: "agree",
+    VerdictState.INCONCLUSIVE: "inconclusive",
+}
+
+
 def _decision(client: CoordinatorClient, round: int, subject: str, tally: Verdict) -> str:
-    if tally.state is VerdictState.UPHELD:
-        return "flag"
-    if tally.state is VerdictState.REJECTED:
-        return "agree"
+    """flag, agree or inconclusive: the settled outcome, or the one settling would give now."""
+    if tally.state in _DECISIONS:
+        return _DECISIONS[tally.state]
     if tally.flag_weight == 0:
         return "agree" if tally.agree_weight > 0 else "none"
     seal = client.seal(round)
     assert seal is not None, "a flag was revealed, so the round is sealed"
-    subject_weight = client.weight_at(subject, round)
-    upheld = would_uphold(tally, client.rules_at(round), seal, subject_weight)
-    return "flag" if upheld else "agree"
-
-
-def would_uphold(tally: Verdict, rules: Rules, seal: SealInfo, subject_weight: int) -> bool:
-    """The contract's settle rule: flags win above the quorum of the voted weight and at the
-    floor of the judging weight other than the subject's."""
-    voted = tally.flag_weight + tally.agree_weight
-    quorum = tally.flag_weight * 10_000 > rules.quorum_bps * voted
-    floor = tally.flag_weight * 10_000 >= rules.floor_bps * (seal.total_weight - subject_weight)
-    return quorum and floor
+    outcome = settle_outcome(
+        tally.flag_weight,
+        tally.agree_weight,
+        client.rules_at(round),
+        seal.total_weight,
+        client.weight_at(subject, round),
+    )
+    return _DECISIONS[outcome]
 
 
 def _batch_audit(
@@ -246,6 +261,14 @@ def _chain_disagreements(own: OwnCheck, committee: Committee) -> list[str]:
         return [
             f"own check finds every reward right, the committee's flags won ({committee.outcome})"
         ]
+    if own.decision == "flag" and committee.decision == "inconclusive":
+        return [
+            (
+                f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
+                "wrong), the committee's flags were too light to decide it: inconclusive (no "
+                "slash, no verified reward)"
+            )
+        ]
     return []
 
 
@@ -255,7 +278,8 @@ def _board_disagreements(
     if shown is None:
         return ["the leaderboard does not show this batch"]
     problems = []
-    chain_outcome = committee.outcome if committee.outcome in ("upheld", "rejected") else None
+    settled = ("upheld", "rejected", "inconclusive")
+    chain_outcome = committee.outcome if committee.outcome in settled else None
     if shown.get("outcome") != chain_outcome:
         problems.append(
             f"the leaderboard shows outcome {shown.get('outcome')}, the chain {committee.outcome}"

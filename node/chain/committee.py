@@ -24,7 +24,7 @@ from itertools import pairwise
 from eth_abi import encode
 from eth_utils import keccak, to_checksum_address
 
-from node.chain.models import VerdictItem
+from node.chain.models import Rules, VerdictItem, VerdictState
 
 #: ABI type of ``VerdictItem[]``.
 ITEMS_TYPE = "(address,uint32,uint32,int64)[]"
@@ -107,6 +107,21 @@ def seated_subjects(
         if threshold is None or int.from_bytes(keccak(prefix + word + own), "big") < threshold:
             seated.append(subject)
     return seated
+
+
+def settle_outcome(
+    flag_weight: int, agree_weight: int, rules: Rules, total_weight: int, subject_weight: int
+) -> VerdictState:
+    """The contract's settle rule (docs/PROTOCOL.md, "Outcome"). Upheld: the flags outweigh the
+    quorum share of the weight that voted, reach the floor share of the judging weight other than
+    the subject's, and reach the subject's own weight. Rejected: the agreements outweigh the
+    flags. Inconclusive otherwise."""
+    quorum = flag_weight * 10_000 > rules.quorum_bps * (flag_weight + agree_weight)
+    others = max(0, total_weight - subject_weight)
+    floors = flag_weight * 10_000 >= rules.floor_bps * others and flag_weight >= subject_weight
+    if quorum and floors:
+        return VerdictState.UPHELD
+    return VerdictState.REJECTED if agree_weight > flag_weight else VerdictState.INCONCLUSIVE
 
 
 def sort_items(items: Iterable[VerdictItem]) -> list[VerdictItem]:

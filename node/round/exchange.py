@@ -38,7 +38,14 @@ from node.round.errors import NotActive
 from node.round.state import ChainIdentity, OwnBatch
 from node.round.view import SwarmView, check_chain
 from node.storage import ContentStore, StoreError, open_store
-from node.storage.endpoint import StoreEndpoint, announceable, encode_endpoint
+from node.storage.endpoint import (
+    EndpointRejected,
+    StoreEndpoint,
+    announceable,
+    encode_endpoint,
+    verified_announcement,
+)
+from node.storage.endpoint_proof import EndpointDomain
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +144,10 @@ class Exchange(ABC):
     def seal_round(self, round: int) -> None:
         """Fixes ``round``'s committee beacon (AlreadySealed, WrongPhase otherwise)."""
 
+    def bondable_flags(self, peer: str, flag_bond: int) -> int | None:
+        """How many flags ``peer``'s free stake bonds in full now (None: no money moves here)."""
+        return None
+
     @abstractmethod
     def seal(self, round: int) -> SealInfo | None:
         """``round``'s seal, None while it is not sealed."""
@@ -205,6 +216,7 @@ class ChainExchange(Exchange):
         self.view = SwarmView(
             EventReader(client.w3, client.address),
             deployment.deployment_block,
+            domain=EndpointDomain(deployment.chain_id, deployment.coordinator),
             allow_private=allow_private,
         )
         self._announced: bytes | None = None
@@ -294,9 +306,14 @@ class ChainExchange(Exchange):
 
     def _announce(self, peer: str) -> None:
         """Announces the store's endpoint unless the chain's latest announcement of ``peer`` is
-        the same bytes (a store without an endpoint announces nothing)."""
-        data = self._own_endpoint(peer)
-        if data is None or data in (self.view.endpoints.latest(peer), self._announced):
+        the same bytes and holds the peer id (a store without an endpoint announces nothing)."""
+        own = self._own_announcement(peer)
+        if own is None:
+            return
+        peer_id, data = own
+        endpoints = self.view.endpoints
+        on_chain = data == endpoints.latest(peer) and endpoints.holder(peer_id) == peer
+        if on_chain or data == self._announced:
             return
         try:
             self.client.announce_endpoint(data)
@@ -306,9 +323,10 @@ class ChainExchange(Exchange):
         self._announced = data
         log.info("%s: announced store endpoint %s", peer, data.decode())
 
-    def _own_endpoint(self, peer: str) -> bytes | None:
-        """The bytes to announce for this store, or None (no endpoint, nothing peers may dial,
-        or its peer id belongs to another address)."""
+    def _own_announcement(self, peer: str) -> tuple[str, bytes] | None:
+        """The store's peer id and the bytes to announce for it, or None (no endpoint, its peer
+        id held by another address, no signature, nothing peers may dial, or peers would reject
+        it: each logged)."""
         try:
             own = self.store.endpoint()
         except StoreError as error:
@@ -316,7 +334,22 @@ class ChainExchange(Exchange):
             return None
         if own is None:
             return None
-        endpoint = announceable(own, allow_private=self.allow_private)
+        holder = self.view.endpoints.holder(own.peer_id)
+        if holder not in (None, peer):
+            log.warning(
+                "%s: the store's peer id %s is held by %s, which announced it first: not "
+                "announcing it (give this node its own Kubo repository)",
+                peer,
+                own.peer_id,
+                holder,
+            )
+            return None
+        try:
+            signature = self.store.sign(self.view.endpoints.domain.message(peer))
+        except StoreError as error:
+            log.warning("%s: the store cannot sign its endpoint: %s", peer, error)
+            return None
+        endpoint = announceable(own, signature, allow_private=self.allow_private)
         if endpoint is None:
             log.warning(
                 "%s: the store's addresses %s hold none that peers may dial: not announcing (a "
@@ -325,16 +358,13 @@ class ChainExchange(Exchange):
                 ", ".join(own.addrs) or "(none)",
             )
             return None
-        owner = self.view.endpoints.owner(endpoint.peer_id)
-        if owner not in (None, peer):
-            log.warning(
-                "%s: the store's peer id %s was announced first by %s: not announcing it",
-                peer,
-                endpoint.peer_id,
-                owner,
-            )
+        data = encode_endpoint(endpoint, signature)
+        try:
+            verified_announcement(data, announcer=peer, domain=self.view.endpoints.domain)
+        except EndpointRejected as rejected:
+            log.warning("%s: peers would reject the store's endpoint: %s", peer, rejected.reason)
             return None
-        return encode_endpoint(endpoint)
+        return endpoint.peer_id, data
 
     def everyone_published(self, round: int, *, besides: str) -> bool:
         return self.view.everyone_published(round, besides=besides)
@@ -347,6 +377,10 @@ class ChainExchange(Exchange):
 
     def seal_round(self, round: int) -> None:
         self.client.seal_round(round)
+
+    def bondable_flags(self, peer: str, flag_bond: int) -> int | None:
+        info = self.client.peer_info(peer)
+        return max(0, info.stake - info.locked_bonds) // flag_bond
 
     def seal(self, round: int) -> SealInfo | None:
         return self.client.seal(round)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from eth_abi import encode
 from eth_utils import keccak
 
-from node.chain.committee import ballot_commitment, reveal_receipt, vote_weight
+from node.chain.committee import ballot_commitment, reveal_receipt, settle_outcome, vote_weight
 from node.chain.deployer import DeployConfig
 from node.chain.models import Phases, Rules, SealInfo, Verdict, VerdictItem, VerdictState
 from node.chain.reverts import (
@@ -170,7 +170,9 @@ class Judging:
         if tally.state is not VerdictState.PUBLISHED:
             raise SwarmCoordinatorAlreadySettled(round, subject)
         total = self.seals[round].total_weight
-        tally.state = settle_outcome(tally, self.rules, total, self.weight_at(subject, round))
+        tally.state = settle_outcome(
+            tally.flag_weight, tally.agree_weight, self.rules, total, self.weight_at(subject, round)
+        )
         if tally.state is VerdictState.UPHELD:
             self.slashed.append((round, subject))
 
@@ -210,17 +212,3 @@ class Judging:
         if current not in phase:
             raise SwarmCoordinatorWrongPhase(round, phase.start, min(phase.stop - 1, _NO_END))
 
-
-def settle_outcome(
-    tally: Tally, rules: Rules, total_weight: int, subject_weight: int
-) -> VerdictState:
-    """The contract's settle rule. Upheld: the flags outweigh the quorum share of the weight that
-    voted, reach the floor share of the judging weight other than the subject's, and reach the
-    subject's own weight. Rejected: the agreements outweigh the flags. Otherwise inconclusive."""
-    flags, agreements = tally.flag_weight, tally.agree_weight
-    quorum = flags * 10_000 > rules.quorum_bps * (flags + agreements)
-    others = max(0, total_weight - subject_weight)
-    floor = flags * 10_000 >= rules.floor_bps * others and flags >= subject_weight
-    if quorum and floor:
-        return VerdictState.UPHELD
-    return VerdictState.REJECTED if agreements > flags else VerdictState.INCONCLUSIVE
