@@ -82,9 +82,36 @@ class TaskSettings(_Section):
         None,
         ge=1,
         le=64,
-        description="Tasks answered (groups published) per round: the first N of the preset's; "
-        "empty = all of them.",
+        description="n: every batch answers tasks 0..n-1 of the preset's, each once; empty = all "
+        "of them, as on a shared testnet. Every node of a swarm must use the same n (peers flag "
+        "other shapes): set it only in a swarm you run yourself (local swarm, experiments).",
     )
+
+    @model_validator(mode="after")
+    def _within_the_preset(self) -> TaskSettings:
+        if self.tasks_per_round is None:
+            return self
+        available = _preset_tasks(self.preset)
+        if available is not None and self.tasks_per_round > available:
+            raise ValueError(
+                f"tasks_per_round = {self.tasks_per_round}, but preset {self.preset!r} derives "
+                f"{available} tasks per round: set at most {available}, or leave it empty"
+            )
+        return self
+
+    def count(self) -> int:
+        """n: ``tasks_per_round``, or the preset's count (UnknownPreset for an unknown preset)."""
+        from node.tasks.presets import get_preset  # reasoning-gym loads only when asked
+
+        return self.tasks_per_round or get_preset(self.preset).tasks_per_round
+
+
+def _preset_tasks(name: str) -> int | None:
+    """The preset's tasks per round; None for a name this node does not know (reported later)."""
+    from node.tasks.presets import PRESETS
+
+    preset = PRESETS.get(name)
+    return None if preset is None else preset.tasks_per_round
 
 
 class SamplingSettings(_Section):
@@ -94,7 +121,13 @@ class SamplingSettings(_Section):
     external_groups: int = Field(
         4, ge=0, le=64, description="J: peers' verified groups trained on per round."
     )
-    group_size: int = Field(8, ge=2, le=32, description="G: completions generated per task.")
+    group_size: int = Field(
+        8,
+        ge=2,
+        le=32,
+        description="G: completions generated per task. Every node of a swarm must use the same G "
+        "(peers flag other group sizes).",
+    )
     fetch_peers: int = Field(
         8,
         ge=0,
@@ -198,6 +231,12 @@ class NodeConfig(_Section):
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     round: RoundSettings = Field(default_factory=RoundSettings)
+
+    def batch_shape(self) -> tuple[int, int]:
+        """(n, G): the tasks every batch answers and the completions per task. Rules of the
+        swarm, not of one node: until the coordinator's rules carry them, every node of a swarm
+        must configure the same (``tasks.tasks_per_round``, ``sampling.group_size``)."""
+        return self.tasks.count(), self.sampling.group_size
 
 
 def load_config(path: Path) -> NodeConfig:

@@ -11,6 +11,7 @@ from node.audit.audit import AuditError, AuditSettings, audit_round
 from node.chain.errors import ChainError
 from node.config import ConfigError, NodeConfig, load_config
 from node.storage import StoreError, open_store
+from node.tasks import TaskError
 
 EXIT_AGREE, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 
@@ -68,11 +69,12 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
             per_fetch_timeout=config.storage.fetch_timeout,
             total_budget=max(config.storage.fetch_budget, 60.0),
             indexer_url=indexer_url,
+            batch_shape=config.batch_shape(),
         )
         result = audit_round(
             client, store, round, start_block=deployment.deployment_block, settings=settings
         )
-    except (AuditError, ChainError, ConfigError, StoreError, ValueError) as exc:
+    except (AuditError, ChainError, ConfigError, StoreError, TaskError, ValueError) as exc:
         _fail(ctx, str(exc))
         return
     if as_json:

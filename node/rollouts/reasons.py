@@ -27,7 +27,8 @@ class RejectReason(StrEnum):
     UNKNOWN_SCHEMA = "unknown_schema"
     #: Valid JSON that does not fit the ``swarm.rollouts/1`` schema (types, fields, limits).
     BAD_SCHEMA = "bad_schema"
-    #: The groups of a batch do not all have the same number of completions.
+    #: The groups of a batch do not all have the same number of completions (the document is
+    #: malformed; a size other than the round's G is ``wrong_group_size``).
     GROUP_SIZE = "group_size"
     #: Valid content, but the bytes are not its canonical encoding.
     NOT_CANONICAL = "not_canonical"
@@ -49,7 +50,8 @@ class RejectReason(StrEnum):
     WRONG_PEER = "wrong_peer"
     #: ``body.round`` is not the round the digest was published for.
     WRONG_ROUND = "wrong_round"
-    #: ``body.tasks.preset`` (or its generator version) is not one this node knows.
+    #: ``body.tasks.preset`` (or its generator version) is not one this node knows, or it derives
+    #: fewer tasks than the round's n (this node cannot say what the missing tasks are).
     UNKNOWN_PRESET = "unknown_preset"
     #: A group's task is not the one derived for (round seed, peer, index).
     TASK_MISMATCH = "task_mismatch"
@@ -57,6 +59,11 @@ class RejectReason(StrEnum):
     REWARD_MISMATCH = "reward_mismatch"
     #: The on-chain commitment's counts (groups, completions, rewardSum) disagree with the batch.
     COMMITMENT_MISMATCH = "commitment_mismatch"
+    #: The groups are not one per task of the round, tasks 0..n-1 in order (a subset of the
+    #: tasks, a task repeated or out of range, groups out of order).
+    BATCH_SHAPE = "batch_shape"
+    #: The groups do not have the round's G completions each (padded or short groups).
+    WRONG_GROUP_SIZE = "wrong_group_size"
     #: This node's verifier failed on the batch (a bug here, not provably the peer's fault).
     VERIFIER_ERROR = "verifier_error"
 

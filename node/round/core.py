@@ -17,7 +17,7 @@ from node.chain.models import Phases
 from node.chain.rounds import round_seed
 from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig
-from node.round.errors import StateError
+from node.round.errors import BatchShapeError, StateError
 from node.round.exchange import Exchange, SwarmInfo
 from node.round.learner import Learner
 from node.round.own import OwnRound
@@ -108,9 +108,21 @@ class NodeCore:
     def report(self, round: int) -> RoundReport:
         return self._reports.setdefault(round, RoundReport(round=round, peer=self.address))
 
+    def batch_shape(self, round: int) -> tuple[int, int]:
+        """(n, G) of ``round``'s batches, ours and our peers': the one source for producing and
+        verifying alike, so that this node never publishes a batch it would itself flag."""
+        return self.config.batch_shape()
+
     def tasks(self, round: int) -> list[TaskItem]:
+        """The n tasks this node answers in ``round``: tasks 0..n-1 of its preset's, all of them."""
+        count, _ = self.batch_shape(round)
         tasks = derive_tasks(round_seed(self.genesis_seed, round), self.address, self.preset)
-        return tasks[: self.config.tasks.tasks_per_round or len(tasks)]
+        if len(tasks) < count:
+            raise BatchShapeError(
+                f"round {round} has {count} tasks per batch, but preset {self.preset.name!r} "
+                f"derives {len(tasks)}: run a preset with at least {count} tasks per round"
+            )
+        return tasks[:count]
 
     def save(self) -> None:
         """Writes the protocol state now (on shutdown)."""

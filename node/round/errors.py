@@ -13,6 +13,10 @@ class StateError(NodeError):
     """The state file is unreadable or belongs to another chain or peer."""
 
 
+class BatchShapeError(NodeError):
+    """The round asks for more tasks than this node's preset derives: no batch of it is valid."""
+
+
 class NotActive(NodeError):
     """This peer is not registered, or exiting: it cannot publish."""
 

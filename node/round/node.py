@@ -28,7 +28,8 @@ import random
 from node.chain.committee import ballot_commitment, new_salt
 from node.chain.errors import ContractRevert
 from node.chain.events import RolloutsPublished
-from node.chain.models import SealInfo, VerdictState
+from node.chain.models import Rules, SealInfo, VerdictItem, VerdictState
+from node.chain.units import format_eth
 from node.chain.reverts import (
     SwarmCoordinatorAlreadySealed,
     SwarmCoordinatorBeaconPending,
@@ -43,6 +44,7 @@ from node.round.ballots import (
     agreement_reports,
     ballot_items,
     ballot_slot,
+    limit_flags,
     plan_reveals,
     sample,
     seats,
@@ -172,15 +174,15 @@ class SwarmNode(Producer):
             return None
         with report.timings.measure("chain"):
             weight = self.exchange.weight_at(self.address, round)
-            size = self.exchange.rules_at(round).committee_size
+            rules = self.exchange.rules_at(round)
         commitments = [c for c in self.exchange.commitments([round]) if c.peer != self.address]
-        seated = seats(seal, size, self.address, weight, (c.peer for c in commitments))
+        seated = seats(seal, rules.committee_size, self.address, weight, (c.peer for c in commitments))
         unjudged = [
             c for c in commitments if c.peer in seated and state.verdict(round, c.peer) is None
         ]
         if unjudged:
             self.judge_batches(unjudged, report)
-        items = ballot_items(seated, state.judged.get(round, {}))
+        items = self._bonded(ballot_items(seated, state.judged.get(round, {})), round, rules)
         if not items:
             if not seated or current >= self.phases.commit_phase(round)[-1]:
                 state.abstained.append(round)  # no seat, or nothing judgeable before it closes
@@ -189,6 +191,29 @@ class SwarmNode(Producer):
         state.ballots[round] = ballot
         self._save_state(report)  # before the commitment: without the salt it cannot be revealed
         return ballot
+
+    def _bonded(self, items: list[VerdictItem], round: int, rules: Rules) -> list[VerdictItem]:
+        """``items`` without the flags this node's free stake cannot bond in full at reveal time
+        (the flags of its committed, unrevealed ballots will lock bonds first)."""
+        bondable = self.exchange.bondable_flags(self.address, rules.flag_bond)
+        if bondable is None:
+            return items
+        pending = sum(
+            i.is_flag for b in self._state().ballots.values() if not b.revealed for i in b.items
+        )
+        kept = limit_flags(items, max(0, bondable - pending))
+        dropped = len(items) - len(kept)
+        if dropped:
+            log.warning(
+                "%s: %d flag(s) on round %d not cast: the free stake bonds only %d more flag(s) of "
+                "%s; add stake (swarm add-stake) to flag every invalid batch",
+                self.address,
+                dropped,
+                round,
+                max(0, bondable - pending),
+                format_eth(rules.flag_bond),
+            )
+        return kept
 
     def _sealed(self, round: int, report: RoundReport) -> SealInfo | None:
         """``round``'s seal, sealing it first when nobody has (another node first is fine)."""

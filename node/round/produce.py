@@ -15,15 +15,17 @@ from node.chain.reverts import (
     SwarmCoordinatorWrongRound,
 )
 from node.learning_data import GeneratedGroup
-from node.rollouts import decode_batch
+from node.rollouts import BatchBody, BatchRejected, decode_batch
 from node.rollouts.assemble import assemble_batch
 from node.rollouts.schema import ModelInfo
 from node.round.core import NodeCore
+from node.round.errors import BatchShapeError
 from node.round.learner import derived_seed
 from node.round.own import BatchToPublish, OwnRound
 from node.round.report import RoundReport
 from node.round.retry import retry_store
 from node.round.state import OwnBatch
+from node.sampling.shape import check_shape
 from node.tasks import TaskItem
 
 log = logging.getLogger(__name__)
@@ -62,12 +64,13 @@ class Producer(NodeCore):
         return report
 
     def generate_batch(self, round: int, report: RoundReport) -> BatchToPublish:
-        """Derives the round's tasks, samples G completions each, scores, signs and encodes."""
+        """Derives the round's n tasks, samples G completions each, scores, signs and encodes."""
         tasks = self.tasks(round)
+        _, group_size = self.batch_shape(round)
         with report.timings.measure("generate"):
             generated = self.learner.generate(
                 tasks,
-                self.config.sampling.group_size,
+                group_size,
                 seed=derived_seed("gen", self.config.training.seed, self.address, round),
             )
         with report.timings.measure("sign"):
@@ -106,6 +109,7 @@ class Producer(NodeCore):
             texts=[g.texts for g in generated],
             compress=self.config.storage.compress,
         )
+        _check_own_shape(encoded.batch.body, round, self.batch_shape(round))
         rewards = [[c.reward for c in g.completions] for g in encoded.batch.body.groups]
         self._own[round] = OwnRound.from_generated(tasks, generated, rewards)
         return BatchToPublish(
@@ -181,3 +185,11 @@ class Producer(NodeCore):
         if not record.published:
             self._state().batches[record.round] = record.model_copy(update={"published": True})
             self._save_state(report)
+
+
+def _check_own_shape(body: BatchBody, round: int, shape: tuple[int, int]) -> None:
+    """Peers flag a batch of another shape: never publish one (a bug here, if it happens)."""
+    try:
+        check_shape(body, *shape)
+    except BatchRejected as exc:
+        raise BatchShapeError(f"our batch of round {round} would be flagged: {exc}") from None

@@ -6,12 +6,15 @@
 3. the EIP-712 signature is the publishing peer's, in this chain's and coordinator's domain;
 4. round and peer in the body are the commitment's;
 5. group, completion and reward-sum counts are the ones committed on-chain;
-6. the preset and generator are known here, and every task is the one regenerated from the round
-   seed for that peer (dataset, question and reference answer);
-7. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
+6. the round's shape (``node.sampling.shape``): one group per task 0..n-1, in order, G
+   completions each;
+7. the preset and generator are known here, the preset derives at least n tasks, and every task
+   is the one regenerated from the round seed for that peer (dataset, question and reference
+   answer);
+8. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
 
-A failure at 2-6 is the peer's fault and is attested as a flag over everything it committed (except
-an unknown schema, preset or generator version: skipped, not judged); at 7 each completion counts on
+A failure at 2-7 is the peer's fault and is attested as a flag over everything it committed (except
+an unknown schema, preset or generator version: skipped, not judged); at 8 each completion counts on
 its own, and groups with any mismatch are not kept. Nothing here raises
 for any input bytes: every outcome is a :class:`PeerVerdict`.
 """
@@ -29,6 +32,7 @@ from node.rollouts import BatchRejected, SignedBatch, decode_batch, recover_batc
 from node.rollouts.limits import MAX_BATCH_BYTES
 from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import Group
+from node.sampling.shape import check_round_rules, check_shape, max_reward_milli
 from node.sampling.verdicts import PeerVerdict, VerifiedGroup, to_milli
 from node.tasks import TaskError, TaskItem, derive_tasks, generator_id, get_preset, score_completion
 
@@ -43,12 +47,18 @@ _CANNOT_JUDGE = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRE
 
 @dataclass(frozen=True)
 class RoundContext:
-    """What a verifier knows of the round independently of any peer."""
+    """What a verifier knows of the round independently of any peer: its seed and its rules of
+    shape, n tasks per batch and G completions per task (ValueError outside the batch limits)."""
 
     domain: Domain
     round: int
     round_seed: bytes
+    tasks_per_round: int
+    group_size: int
     max_batch_bytes: int = MAX_BATCH_BYTES
+
+    def __post_init__(self) -> None:
+        check_round_rules(self.tasks_per_round, self.group_size)
 
 
 def derive_for_preset(round_seed: bytes, peer: str, preset_name: str) -> Sequence[TaskItem]:
@@ -72,8 +82,9 @@ def verify_batch(
         batch = decode_batch(data, max_size=context.max_batch_bytes)
         _check_signature(batch, commitment, context)
         _check_body(batch, commitment, context)
+        check_shape(batch.body, context.tasks_per_round, context.group_size)
         tasks = _expected_tasks(batch, commitment, context, derive)
-        return _rescore(batch, commitment, tasks)
+        return _rescore(batch, commitment, tasks, context)
     except BatchRejected as rejection:
         if rejection.reason in _CANNOT_JUDGE:
             return _rejected(commitment, rejection.reason, rejection.detail)
@@ -133,19 +144,23 @@ def _expected_tasks(
         tasks = derive(context.round_seed, commitment.peer, source.preset)
     except TaskError as exc:
         raise BatchRejected(RejectReason.UNKNOWN_PRESET, str(exc)) from None
-    seen: set[int] = set()
+    if len(tasks) < context.tasks_per_round:
+        # Not provably the publisher's fault: the round's rules ask more tasks than the preset
+        # holds, so no batch under it can be valid and an honest node publishes none. Skipped,
+        # such a batch earns no verified reward and is never trained on.
+        raise BatchRejected(
+            RejectReason.UNKNOWN_PRESET,
+            f"preset {source.preset!r} derives {len(tasks)} tasks per round; the round has "
+            f"{context.tasks_per_round}",
+        )
     for group in batch.body.groups:
-        _check_task(group, tasks, seen)
+        _check_task(group, tasks)
     return tasks
 
 
-def _check_task(group: Group, tasks: Sequence[TaskItem], seen: set[int]) -> None:
+def _check_task(group: Group, tasks: Sequence[TaskItem]) -> None:
+    """The shape check made ``group.task.index`` this group's position, below n."""
     record = group.task
-    if record.index >= len(tasks) or record.index in seen:
-        raise BatchRejected(
-            RejectReason.TASK_MISMATCH, f"task index {record.index} invalid or repeated"
-        )
-    seen.add(record.index)
     expected = tasks[record.index]
     same = (
         record.dataset == expected.dataset
@@ -160,7 +175,10 @@ def _check_task(group: Group, tasks: Sequence[TaskItem], seen: set[int]) -> None
 
 
 def _rescore(
-    batch: SignedBatch, commitment: RolloutsPublished, tasks: Sequence[TaskItem]
+    batch: SignedBatch,
+    commitment: RolloutsPublished,
+    tasks: Sequence[TaskItem],
+    context: RoundContext,
 ) -> PeerVerdict:
     checked = agreed = verified_milli = 0
     kept: list[VerifiedGroup] = []
@@ -174,6 +192,7 @@ def _rescore(
         verified_milli += sum(to_milli(s) for s in scores)
         if all(matches):
             kept.append(VerifiedGroup(commitment.peer, commitment.round, task, texts, scores))
+    _check_bound(verified_milli, context)
     reason = None if agreed == checked else RejectReason.REWARD_MISMATCH
     detail = "" if reason is None else f"{checked - agreed} of {checked} claimed rewards wrong"
     return PeerVerdict(
@@ -188,6 +207,14 @@ def _rescore(
         verified_reward_milli=verified_milli,
         groups=tuple(kept),
     )
+
+
+def _check_bound(verified_milli: int, context: RoundContext) -> None:
+    """n * G scores in [0, 1] cannot sum outside [0, n * G * 1000]; if they ever do, that is a bug
+    here, and raising makes it a ``verifier_error`` (never voted) instead of an inflated vote."""
+    ceiling = max_reward_milli(context.tasks_per_round, context.group_size)
+    if not 0 <= verified_milli <= ceiling:
+        raise RuntimeError(f"verified reward {verified_milli} outside [0, {ceiling}]")
 
 
 def _rejected(commitment: RolloutsPublished, reason: RejectReason, detail: str) -> PeerVerdict:

@@ -18,6 +18,7 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import ballot_commitment, new_salt, sort_items
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import VerdictItem
+from node.config import NodeConfig
 from node.rollouts import Completion, Group, ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.intake import intake_round
@@ -29,6 +30,8 @@ from tests.chain_fixtures import ChainControl
 ETHER = 10**18
 NAMES = ("alice", "bob", "carol", "dave")
 MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
+#: n and G of the rounds here: a default node's (and so ``swarm audit``'s) batch shape.
+TASKS_PER_ROUND, GROUP_SIZE = NodeConfig().batch_shape()
 
 
 @dataclass
@@ -63,7 +66,7 @@ def start(
     return swarm
 
 
-def texts_for(answer: str, size: int = 4) -> list[str]:
+def texts_for(answer: str, size: int = GROUP_SIZE) -> list[str]:
     right = f"Adding up. <answer>{answer}</answer>"
     return [right if i % 2 == 0 else "<answer>-12345</answer>" for i in range(size)]
 
@@ -112,7 +115,11 @@ def node_items(swarm: AuditSwarm, attester: str) -> list[VerdictItem]:
         0, client.block_number(), events=[RolloutsPublished], round=swarm.round
     )
     context = RoundContext(
-        domain=client.domain, round=swarm.round, round_seed=client.round_seed(swarm.round)
+        domain=client.domain,
+        round=swarm.round,
+        round_seed=client.round_seed(swarm.round),
+        tasks_per_round=TASKS_PER_ROUND,
+        group_size=GROUP_SIZE,
     )
     report = intake_round(events, swarm.store, context, own_address=swarm.address(attester))
     return report.items()

@@ -8,6 +8,7 @@ from eth_utils import keccak
 from node.chain.eip712 import Domain, sign_rollout_batch
 from node.chain.events import RolloutsPublished
 from node.rollouts import (
+    Group,
     ModelInfo,
     SignedBatch,
     batch_digest,
@@ -22,6 +23,9 @@ from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
 
 ROUND = 5
 MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
+#: The round's rules of shape here: every task of the default preset (n), G completions each.
+TASKS_PER_ROUND = get_preset(DEFAULT_PRESET_NAME).tasks_per_round
+GROUP_SIZE = 4
 
 
 def round_seed(round: int) -> bytes:
@@ -32,14 +36,17 @@ def tasks_for(peer: str, round: int = ROUND) -> list[TaskItem]:
     return derive_tasks(round_seed(round), peer, get_preset(DEFAULT_PRESET_NAME))
 
 
-def mixed_texts(task: TaskItem, group_size: int = 4) -> list[str]:
+def mixed_texts(task: TaskItem, group_size: int = GROUP_SIZE) -> list[str]:
     """Half right, half wrong: every group has advantage."""
     right = f"Adding up. <answer>{task.answer}</answer>"
     wrong = "<answer>-12345</answer>"
     return [right if i % 2 == 0 else wrong for i in range(group_size)]
 
 
-def honest_batch(account: LocalAccount, domain: Domain, round: int = ROUND) -> EncodedBatch:
+def honest_batch(
+    account: LocalAccount, domain: Domain, round: int = ROUND, *, group_size: int = GROUP_SIZE
+) -> EncodedBatch:
+    """Every task of the round, ``group_size`` completions each, half of them right."""
     tasks = tasks_for(account.address, round)
     return assemble_batch(
         account=account,
@@ -48,7 +55,7 @@ def honest_batch(account: LocalAccount, domain: Domain, round: int = ROUND) -> E
         preset=DEFAULT_PRESET_NAME,
         model=MODEL,
         tasks=tasks,
-        texts=[mixed_texts(task) for task in tasks],
+        texts=[mixed_texts(task, group_size) for task in tasks],
     )
 
 
@@ -88,6 +95,16 @@ def with_groups(batch: SignedBatch, groups: list, account: LocalAccount, domain:
     """A re-signed batch whose groups were replaced (a peer lying about its own content)."""
     body = batch.body.model_copy(update={"groups": groups})
     return encode_batch(sign_batch(body, account, domain))
+
+
+def republished(
+    batch: SignedBatch, groups: list[Group], account: LocalAccount, domain: Domain
+) -> tuple[bytes, RolloutsPublished]:
+    """``batch`` with ``groups`` instead, re-signed, and committed on-chain with its own counts:
+    a peer whose bytes and commitment agree, so only the checks after the commitment judge it."""
+    signed = sign_batch(batch.body.model_copy(update={"groups": groups}), account, domain)
+    data = encode_batch(signed)
+    return data, commitment_for(data, signed, peer=account.address, round=signed.body.round)
 
 
 def oversized_batch(

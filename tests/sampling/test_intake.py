@@ -21,7 +21,9 @@ from node.sampling.verify import RoundContext, verify_batch
 from node.storage import ContentStore, KuboStore, LocalStore
 from tests.rollouts.factories import COORDINATOR, DOMAIN, OTHER, PEER
 from tests.sampling.batches import (
+    GROUP_SIZE,
     ROUND,
+    TASKS_PER_ROUND,
     commitment_for,
     honest_batch,
     oversized_batch,
@@ -32,7 +34,13 @@ from tests.sampling.batches import (
 )
 from tests.storage.fake_kubo import raw_cid, running_fake_kubo
 
-CONTEXT = RoundContext(domain=DOMAIN, round=ROUND, round_seed=round_seed(ROUND))
+CONTEXT = RoundContext(
+    domain=DOMAIN,
+    round=ROUND,
+    round_seed=round_seed(ROUND),
+    tasks_per_round=TASKS_PER_ROUND,
+    group_size=GROUP_SIZE,
+)
 
 
 @pytest.fixture
@@ -154,7 +162,7 @@ def test_commitment_that_disagrees_with_the_batch_is_flagged(store: LocalStore) 
     assert verdict.reason is RejectReason.COMMITMENT_MISMATCH
 
 
-def test_wrong_group_size_is_flagged(store: LocalStore) -> None:
+def test_groups_of_unequal_sizes_are_flagged(store: LocalStore) -> None:
     encoded = honest_batch(PEER, DOMAIN)
     document = json.loads(encoded.data)
     document["body"]["groups"][0]["completions"].pop()
