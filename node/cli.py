@@ -203,7 +203,7 @@ def add_stake(ctx: click.Context, amount: str) -> None:
 @click.pass_context
 def exit_(ctx: click.Context) -> None:
     """Stop participating; the stake becomes withdrawable once the last rounds this peer published
-    or judged can no longer be judged (exit round + J + 1), with no open dispute or flag."""
+    or judged are judged, settled and reported (exit round + 2J + 1), with no open dispute or flag."""
     config = _config(ctx)
     client = _client(config, _account(config))
     with _user_errors():
