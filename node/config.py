@@ -82,9 +82,9 @@ class TaskSettings(_Section):
         None,
         ge=1,
         le=64,
-        description="n: every batch answers tasks 0..n-1 of the preset's, each once; empty = all "
-        "of them, as on a shared testnet. Every node of a swarm must use the same n (peers flag "
-        "other shapes): set it only in a swarm you run yourself (local swarm, experiments).",
+        description="n for a swarm this configuration starts (local swarm, experiments): every "
+        "batch answers tasks 0..n-1 of the preset's, each once; empty = all of them. A node on a "
+        "chain answers what the coordinator's rules say (tasksPerRound), whatever this is.",
     )
 
     @model_validator(mode="after")
@@ -125,8 +125,9 @@ class SamplingSettings(_Section):
         8,
         ge=2,
         le=32,
-        description="G: completions generated per task. Every node of a swarm must use the same G "
-        "(peers flag other group sizes).",
+        description="G for a swarm this configuration starts (local swarm, experiments): "
+        "completions generated per task. A node on a chain uses the coordinator's rules "
+        "(groupSize), whatever this is.",
     )
     fetch_peers: int = Field(
         8,
@@ -233,9 +234,9 @@ class NodeConfig(_Section):
     round: RoundSettings = Field(default_factory=RoundSettings)
 
     def batch_shape(self) -> tuple[int, int]:
-        """(n, G): the tasks every batch answers and the completions per task. Rules of the
-        swarm, not of one node: until the coordinator's rules carry them, every node of a swarm
-        must configure the same (``tasks.tasks_per_round``, ``sampling.group_size``)."""
+        """(n, G) of a swarm this configuration starts: the tasks every batch answers and the
+        completions per task (the local swarm deploys its coordinator with them, an experiment its
+        in-process swarm). A node always produces and verifies the shape of the round's rules."""
         return self.tasks.count(), self.sampling.group_size
 
 

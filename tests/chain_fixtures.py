@@ -57,6 +57,9 @@ TEST_CONFIG = DeployConfig(
     slash_bps=5000,
     reward_bps=5000,
     tip_bps=500,
+    # the integration swarms' nodes answer 4 tasks with 4 completions each (tests/integration)
+    tasks_per_round=4,
+    group_size=4,
 )
 #: Fast retries and receipt polling for a local chain.
 TEST_RETRY = RetryPolicy(attempts=3, initial_delay=0.05, max_delay=0.2)

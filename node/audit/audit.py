@@ -8,7 +8,7 @@ For round r (once its reveal phase is over, so the tally is final):
 2. every batch is fetched from the configured store by its digest and verified exactly as a node
    verifies it (``node.sampling.intake``: re-hash, decode, signature, body, shape, tasks, re-score
    every completion): the auditor's own check is *flag* (a wrong reward or an invalid batch) or
-   *agree*; n and G come from ``AuditSettings.batch_shape`` (the node configuration's);
+   *agree*; n and G come from the round's rules (``rulesAt``);
 3. the committee's decision is *flag* when the batch was upheld, *agree* when the flags were
    rejected or nobody flagged, *inconclusive* when neither side won (a flagged batch not settled
    yet gets what settling it would give by the round's rules), *none* when no vote counted; own
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -35,7 +35,6 @@ from node.chain.client import CoordinatorClient
 from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
 from node.chain.committee import settle_outcome
 from node.chain.models import Verdict, VerdictState
-from node.config import NodeConfig
 from node.sampling.intake import intake_round
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext
@@ -52,8 +51,6 @@ class AuditSettings:
     total_budget: float = 60.0
     indexer_url: str | None = None
     http_timeout: float = 10.0
-    #: (n, G) of the round's batches: the swarm's, until the coordinator's rules carry them
-    batch_shape: tuple[int, int] = field(default_factory=lambda: NodeConfig().batch_shape())
 
 
 def audit_round(
@@ -131,13 +128,13 @@ def _verify(
     published: Sequence[RolloutsPublished],
     settings: AuditSettings,
 ) -> dict[str, PeerVerdict]:
-    tasks_per_round, group_size = settings.batch_shape
+    rules = client.rules_at(round)
     context = RoundContext(
         domain=client.domain,
         round=round,
         round_seed=client.round_seed(round),
-        tasks_per_round=tasks_per_round,
-        group_size=group_size,
+        tasks_per_round=rules.tasks_per_round,
+        group_size=rules.group_size,
     )
     report = intake_round(
         published,

@@ -69,7 +69,6 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
             per_fetch_timeout=config.storage.fetch_timeout,
             total_budget=max(config.storage.fetch_budget, 60.0),
             indexer_url=indexer_url,
-            batch_shape=config.batch_shape(),
         )
         result = audit_round(
             client, store, round, start_block=deployment.deployment_block, settings=settings

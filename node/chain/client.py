@@ -46,7 +46,7 @@ from node.chain.transactions import TransactionSender
 DEFAULT_SIGNATURE_LIFETIME = 3600
 
 
-# Gas of the seal call that draws the beacon: a fixed part, and two cold reads per round delta summed.
+# Gas of the seal call that draws the beacon: a fixed part, and two cold reads per round delta.
 _SEAL_DRAW_GAS = 90_000
 _GAS_PER_DELTA = 6_000
 
@@ -311,7 +311,8 @@ class CoordinatorClient:
         # transactions is still the beacon block (BeaconPending). A revert is read from the receipt.
         phases = self.cached_phases
         rounds_summed = phases.grace_rounds + phases.commit_rounds + 2
-        return self.transact("sealRound", round, gas=_SEAL_DRAW_GAS + _GAS_PER_DELTA * rounds_summed)
+        gas = _SEAL_DRAW_GAS + _GAS_PER_DELTA * rounds_summed
+        return self.transact("sealRound", round, gas=gas)
 
     def beacon_block(self, round: int) -> int:
         """The block whose hash draws ``round``'s beacon, 0 until the first seal call."""

@@ -155,6 +155,12 @@ class DeployConfig(BaseModel):
             group_size=self.group_size,
         )
 
+    def with_batch_shape(self, shape: tuple[int, int]) -> DeployConfig:
+        """This deployment with the batch shape ``(n, G)`` (a swarm's nodes produce exactly it)."""
+        tasks_per_round, group_size = shape
+        shape = {"tasks_per_round": tasks_per_round, "group_size": group_size}
+        return self.model_copy(update=shape)
+
     def constructor_values(self) -> dict[str, Any]:
         """Every value a constructor may ask for, by snake_case name."""
         values: dict[str, Any] = {name: getattr(self, name) for name in type(self).model_fields}

@@ -369,7 +369,8 @@ class SwarmCoordinatorInvalidCounts(ContractRevert):
     def describe(self) -> str:
         return (
             f"invalid counts checked={self.checked}, agreed={self.agreed}: checked must be "
-            "positive and agreed at most checked"
+            "positive and at most the round's completions per batch (tasks per round x group "
+            "size), and agreed at most checked"
         )
 
 

@@ -62,8 +62,11 @@ class ChainUnit:
         self.anvil.stop()
 
 
-def start_chain_unit(folder: Path, accounts: list[LocalAccount], seed: int) -> ChainUnit:
-    """Anvil, the coordinator (the demo's parameters), funded and registered peers."""
+def start_chain_unit(
+    folder: Path, accounts: list[LocalAccount], seed: int, shape: tuple[int, int]
+) -> ChainUnit:
+    """Anvil, the coordinator (the demo's parameters, batches of ``shape`` = (n, G)), funded
+    and registered peers."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -71,7 +74,8 @@ def start_chain_unit(folder: Path, accounts: list[LocalAccount], seed: int) -> C
     try:
         w3 = connect(anvil.url)
         w3.provider.make_request("evm_setNextBlockTimestamp", [DEPLOY_TIME])  # type: ignore[arg-type]
-        config = LocalSwarmSettings().deploy.model_copy(update={"seed_input": seed_input_for(seed)})
+        config = LocalSwarmSettings().deploy.with_batch_shape(shape)
+        config = config.model_copy(update={"seed_input": seed_input_for(seed)})
         deployment = deploy_coordinator(
             w3, Account.from_key(DEV_KEYS[0]), config, out=folder / "deployment.json"
         )

@@ -94,6 +94,11 @@ class ExperimentConfig:
         """The no-sharing configuration (J = 0) if any, else the first one."""
         return next((c for c in self.configs if c.external == 0), self.configs[0])
 
+    @property
+    def batch_shape(self) -> tuple[int, int]:
+        """(n, G) of every batch: the coordinator's rules on a chain, the in-process swarm's."""
+        return self.tasks_per_round, self.group_size
+
     def node_config(self, unit: Unit, index: int, state_dir: Path) -> NodeConfig:
         """Node ``index`` of ``unit``: a node's defaults with the experiment's settings.
 

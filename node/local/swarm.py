@@ -109,11 +109,13 @@ class LocalSwarmSettings:
             raise ValueError("a real-time round needs at least 5 seconds")
 
     def deploy_config(self) -> DeployConfig:
-        """The coordinator's parameters: real-time rounds of ``round_seconds`` in processes."""
+        """The coordinator's parameters: the nodes' batch shape, and real-time rounds of
+        ``round_seconds`` in processes."""
+        deploy = self.deploy.with_batch_shape(self.node.batch_shape())
         if not self.processes:
-            return self.deploy
+            return deploy
         real_time = {"round_duration": self.round_seconds, "commit_rounds": 2, "reveal_rounds": 2}
-        return self.deploy.model_copy(update=real_time)
+        return deploy.model_copy(update=real_time)
 
 
 @dataclass

@@ -62,6 +62,7 @@ class NodeCore:
         self.saves_adapter = True
         self._own: dict[int, OwnRound] = {}
         self._reports: dict[int, RoundReport] = {}
+        self._shapes: dict[int, tuple[int, int]] = {}
         self._swarm: SwarmInfo | None = None
 
     # ------------------------------------------------------------------ start
@@ -109,9 +110,14 @@ class NodeCore:
         return self._reports.setdefault(round, RoundReport(round=round, peer=self.address))
 
     def batch_shape(self, round: int) -> tuple[int, int]:
-        """(n, G) of ``round``'s batches, ours and our peers': the one source for producing and
-        verifying alike, so that this node never publishes a batch it would itself flag."""
-        return self.config.batch_shape()
+        """(n, G) of ``round``'s batches, ours and our peers', from the round's rules: the one
+        source for producing and verifying alike, so that this node never publishes a batch it
+        would itself flag."""
+        shape = self._shapes.get(round)
+        if shape is None:
+            rules = self.exchange.rules_at(round)
+            shape = self._shapes[round] = (rules.tasks_per_round, rules.group_size)
+        return shape
 
     def tasks(self, round: int) -> list[TaskItem]:
         """The n tasks this node answers in ``round``: tasks 0..n-1 of its preset's, all of them."""

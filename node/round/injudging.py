@@ -133,7 +133,8 @@ class Judging:
             tally = self.tallies.get((round, item.subject))
             if tally is None or tally.state is not VerdictState.PUBLISHED:
                 raise SwarmCoordinatorNoPublication(round, item.subject)
-            if not 0 < item.checked <= self.rules.completions_per_batch or item.agreed > item.checked:
+            most = self.rules.completions_per_batch
+            if not 0 < item.checked <= most or item.agreed > item.checked:
                 raise SwarmCoordinatorInvalidCounts(item.checked, item.agreed)
             if not 0 <= item.verified_reward_sum <= self.rules.max_reward_milli:
                 raise SwarmCoordinatorRewardOutOfRange(

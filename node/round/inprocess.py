@@ -25,7 +25,7 @@ from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
 from node.chain.models import Rules, SealInfo, Verdict, VerdictItem, VerdictState
 from node.round.exchange import Exchange, RevealedBallot, SwarmInfo
-from node.round.injudging import PHASES, Judging, Tally
+from node.round.injudging import PHASES, RULES, Judging, Tally
 from node.round.state import ChainIdentity, OwnBatch
 from node.round.view import everyone_published, ordered_commitments
 from node.storage import ContentStore, NotFound, TooLarge, sha256
@@ -84,10 +84,15 @@ class InProcessSwarm:
     domain: Domain | None = None  # Anvil's chain id and first address, salted with the seed
     store: MemoryStore = field(default_factory=MemoryStore)
     published: dict[int, dict[str, RolloutsPublished]] = field(default_factory=dict)
+    #: (n, G) of every batch: the swarm's rules, as a coordinator's would fix them.
+    shape: tuple[int, int] = (RULES.tasks_per_round, RULES.group_size)
     judging: Judging = field(init=False)
 
     def __post_init__(self) -> None:
-        self.judging = Judging(self.genesis_seed)
+        tasks_per_round, group_size = self.shape
+        shaped = {"tasks_per_round": tasks_per_round, "group_size": group_size}
+        rules = RULES.model_copy(update=shaped)
+        self.judging = Judging(self.genesis_seed, rules=rules)
         if self.domain is None:
             self.domain = Domain(CHAIN_ID, COORDINATOR, self.genesis_seed)
 

@@ -176,7 +176,8 @@ class SwarmNode(Producer):
             weight = self.exchange.weight_at(self.address, round)
             rules = self.exchange.rules_at(round)
         commitments = [c for c in self.exchange.commitments([round]) if c.peer != self.address]
-        seated = seats(seal, rules.committee_size, self.address, weight, (c.peer for c in commitments))
+        subjects = (c.peer for c in commitments)
+        seated = seats(seal, rules.committee_size, self.address, weight, subjects)
         unjudged = [
             c for c in commitments if c.peer in seated and state.verdict(round, c.peer) is None
         ]

@@ -18,20 +18,19 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import ballot_commitment, new_salt, sort_items
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import VerdictItem
-from node.config import NodeConfig
 from node.rollouts import Completion, Group, ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext
 from node.storage import LocalStore
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
-from tests.chain_fixtures import ChainControl
+from tests.chain_fixtures import TEST_CONFIG, ChainControl
 
 ETHER = 10**18
 NAMES = ("alice", "bob", "carol", "dave")
 MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
-#: n and G of the rounds here: a default node's (and so ``swarm audit``'s) batch shape.
-TASKS_PER_ROUND, GROUP_SIZE = NodeConfig().batch_shape()
+#: n and G of the rounds here: the test deployment's rules (what ``swarm audit`` checks).
+TASKS_PER_ROUND, GROUP_SIZE = TEST_CONFIG.tasks_per_round, TEST_CONFIG.group_size
 
 
 @dataclass
@@ -77,7 +76,7 @@ def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
         account = swarm.accounts[name]
         tasks = derive_tasks(
             client.round_seed(swarm.round), account.address, get_preset(DEFAULT_PRESET_NAME)
-        )
+        )[:TASKS_PER_ROUND]
         encoded = assemble_batch(
             account=account,
             domain=client.domain,

@@ -39,6 +39,9 @@ from tests.integration.swarm import (
     published_digest,
 )
 
+#: The in-process swarms' batch shape: the test nodes' (the test chain's rules too).
+SHAPE = TEST_NODE.batch_shape()
+
 
 def _pool(tiny_base: BaseModel) -> AdapterPool:
     model = tiny_model(tiny_base.tokenizer, seed=0).eval().requires_grad_(False)
@@ -71,7 +74,9 @@ def test_a_node_publishes_the_same_batch_on_the_chain_and_in_process(
         learner_class=AnsweringLearner,
     )
     on_chain.start()
-    swarm = InProcessSwarm(on_chain.genesis_seed, round=fresh_round, domain=client.domain)
+    swarm = InProcessSwarm(
+        on_chain.genesis_seed, round=fresh_round, domain=client.domain, shape=SHAPE
+    )
     in_process = build_node(
         with_overrides(TEST_NODE, {"model": {"checkpoint_dir": tmp_path / "memory"}}),
         account,
@@ -96,7 +101,7 @@ def _batch(round: int, data: bytes, store: MemoryStore) -> OwnBatch:
 
 
 def test_in_process_publishing_keeps_the_contracts_rules(dev_accounts: list[LocalAccount]) -> None:
-    swarm = InProcessSwarm(b"\x01" * 32, round=10)
+    swarm = InProcessSwarm(b"\x01" * 32, round=10, shape=SHAPE)
     a, b = swarm.exchange(), swarm.exchange()
     a.join(dev_accounts[1].address)
     b.join(dev_accounts[2].address)
@@ -121,7 +126,7 @@ def test_in_process_publishing_keeps_the_contracts_rules(dev_accounts: list[Loca
 def test_in_process_judging_keeps_the_contracts_phases_and_rules(
     dev_accounts: list[LocalAccount],
 ) -> None:
-    swarm = InProcessSwarm(b"\x01" * 32, round=10)
+    swarm = InProcessSwarm(b"\x01" * 32, round=10, shape=SHAPE)
     peers = [dev_accounts[i].address for i in (1, 2, 3)]
     exchanges = [swarm.exchange() for _ in peers]
     for exchange, peer in zip(exchanges, peers):
@@ -159,7 +164,7 @@ def test_in_process_judging_keeps_the_contracts_phases_and_rules(
 
 
 def test_the_memory_store_rehashes_and_the_swarm_forgets_old_rounds() -> None:
-    swarm = InProcessSwarm(b"\x01" * 32, round=0)
+    swarm = InProcessSwarm(b"\x01" * 32, round=0, shape=SHAPE)
     exchange = swarm.exchange()
     exchange.join("0x" + "11" * 20)
     batch = _batch(0, b"round zero", swarm.store)
@@ -179,7 +184,7 @@ def test_in_process_committees_judge_a_cheater_like_the_contract(
 ) -> None:
     """Four in-process nodes, one inflating its rewards: the others flag it in committee ballots,
     settle it as upheld once settleable, and nobody else is ever judged wrong."""
-    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(3), round=1)
+    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(3), round=1, shape=SHAPE)
     pool = _pool(tiny_base)
 
     def node(i: int, node_class: type[SwarmNode] = SwarmNode) -> SwarmNode:

@@ -23,6 +23,9 @@ from node.round.lockstep import run_lockstep
 from tests.integration.swarm import TEST_NODE, AnsweringLearner
 from tests.policy.test_trained_ids import word_level_tokenizer
 
+#: The in-process swarms' batch shape: the test nodes' (the test chain's rules too).
+SHAPE = TEST_NODE.batch_shape()
+
 ROUNDS = 2
 
 
@@ -34,7 +37,7 @@ def _run_mixed_swarm(first: BaseModel, tmp_path: Path) -> None:
     )  # fmt: skip
     pools = [AdapterPool(first), AdapterPool(first), AdapterPool(second)]
     pools[1] = pools[0]  # two nodes share the first base, the third has its own
-    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(7), round=3)
+    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(7), round=3, shape=SHAPE)
     config = with_overrides(TEST_NODE, {"sampling": {"local_groups": 1, "external_groups": 4}})
     accounts = [Account.from_key(bytes([i + 1]) * 32) for i in range(3)]
     nodes = [

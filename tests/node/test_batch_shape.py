@@ -1,5 +1,6 @@
-"""A node's own batch has the round's shape, so its peers never flag it: produced by the real
-producer, judged by a peer's real intake (in process, a scripted learner instead of a model)."""
+"""A node's own batch has the round's shape (the swarm's rules, whatever the node's configuration
+says), so its peers never flag it: produced by the real producer, judged by a peer's real intake
+(in process, a scripted learner instead of a model)."""
 
 from __future__ import annotations
 
@@ -60,25 +61,31 @@ def node(
 
 
 def judged_by_a_peer(
-    tmp_path: Path, own: dict[str, dict[str, Any]], peer: dict[str, dict[str, Any]]
+    tmp_path: Path,
+    own: dict[str, dict[str, Any]],
+    peer: dict[str, dict[str, Any]],
+    shape: tuple[int, int] = (8, 8),
 ) -> tuple[SwarmNode, IntakeReport]:
-    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(0), round=ROUND)
+    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(0), round=ROUND, shape=shape)
     producer, judge = node(swarm, PEER, tmp_path, own), node(swarm, OTHER, tmp_path, peer)
     producer.produce(ROUND)
     commitments = producer.exchange.commitments([ROUND])
     return producer, judge.judge_batches(commitments, judge.report(ROUND))
 
 
+@pytest.mark.parametrize("shape", [(8, 8), (4, 4)], ids=["defaults", "a-small-swarm"])
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"tasks": {"tasks_per_round": 4}, "sampling": {"group_size": 4}}],
-    ids=["defaults", "a-small-swarm"],
+    [{}, {"tasks": {"tasks_per_round": 2}, "sampling": {"group_size": 3}}],
+    ids=["default-config", "other-config"],
 )
 def test_a_node_s_batch_answers_every_task_once_and_its_peers_accept_it(
-    tmp_path: Path, settings: dict[str, dict[str, Any]]
+    tmp_path: Path, settings: dict[str, dict[str, Any]], shape: tuple[int, int]
 ) -> None:
-    producer, intake = judged_by_a_peer(tmp_path, settings, settings)
+    """The rules' shape, whatever the node's configuration says (it applies to no swarm)."""
+    producer, intake = judged_by_a_peer(tmp_path, settings, {}, shape)
     n, g = producer.batch_shape(ROUND)
+    assert (n, g) == shape
     (verdict,) = intake.verdicts
     assert verdict.accepted, verdict.detail
     assert verdict.checked == verdict.agreed == n * g
@@ -89,10 +96,14 @@ def test_a_node_s_batch_answers_every_task_once_and_its_peers_accept_it(
     assert {len(group.completions) for group in body.groups} == {g}
 
 
-def test_nodes_that_disagree_on_the_shape_flag_each_other(tmp_path: Path) -> None:
-    """n and G are the swarm's rules: a node configured with fewer tasks than its peers is
-    flagged (until the coordinator's rules carry n and G, every node must set the same)."""
-    _, intake = judged_by_a_peer(tmp_path, {"tasks": {"tasks_per_round": 4}}, {})
+def test_a_batch_of_another_shape_than_the_rules_is_flagged(tmp_path: Path) -> None:
+    """A producer that answers 4 of the round's 8 tasks (its shape forced, as a cheater's would
+    be) is flagged by its peer."""
+    swarm = InProcessSwarm(InProcessSwarm.genesis_seed_for(0), round=ROUND)
+    producer, judge = node(swarm, PEER, tmp_path, {}), node(swarm, OTHER, tmp_path, {})
+    producer.batch_shape = lambda round: (4, 8)  # type: ignore[method-assign]
+    producer.produce(ROUND)
+    intake = judge.judge_batches(producer.exchange.commitments([ROUND]), judge.report(ROUND))
     (verdict,) = intake.verdicts
     assert verdict.reason is RejectReason.BATCH_SHAPE
     item = verdict.item()
