@@ -178,6 +178,8 @@ interface ISwarmCoordinator {
     error SwarmCoordinatorNothingToClaim();
     error SwarmCoordinatorTransferFailed(address to, uint256 amount);
     error SwarmCoordinatorEndpointTooLong(uint256 length, uint256 maxLength);
+    /// @notice A commitment must carry exactly the commit deposit.
+    error SwarmCoordinatorWrongDeposit(uint256 sent, uint256 required);
     /// @notice A revealed reward sum outside [0, n * G * 1000] of the judged round's rules.
     error SwarmCoordinatorRewardOutOfRange(int64 value, int256 maximum);
     /// @notice The round's beacon block is the current block: complete the seal from the next block on.
@@ -313,7 +315,7 @@ interface ISwarmCoordinator {
     /// @notice Commits the caller's verdicts on `round`: `keccak256(abi.encode(attester, round,
     /// keccak256(abi.encode(items)), salt))`. Once per (round, attester), during the commit phase, by an
     /// active peer (or an exiting one, for rounds up to its exit round). Works while paused.
-    function commitVerdicts(uint64 round, bytes32 commitment) external;
+    function commitVerdicts(uint64 round, bytes32 commitment) external payable;
 
     /// @notice Reveals the committed verdicts; each item counts with the caller's vote weight when the caller
     /// sits on the subject's committee (VerdictIgnored otherwise). Reveal phase only. Works while paused.
@@ -341,6 +343,7 @@ interface ISwarmCoordinator {
     function graceRounds() external view returns (uint16);
     function commitRounds() external view returns (uint16);
     function revealRounds() external view returns (uint16);
+    function commitDeposit() external view returns (uint256);
     function currentRound() external view returns (uint64);
     /// @notice `keccak256(abi.encode(genesisSeed, round))`: the seed of a round's tasks.
     function roundSeed(uint64 round) external view returns (bytes32);

@@ -108,6 +108,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
     uint16 public immutable commitRounds;
     /// @notice Rounds of the reveal phase.
     uint16 public immutable revealRounds;
+    /// @notice Wei sent with every commitment and sent back by its reveal; kept for good without one.
+    uint256 public immutable commitDeposit;
     uint64 private immutable _judgingRounds;
     /// @dev Rounds after its exit round before a peer may withdraw: J to judge them, J more to settle and report.
     uint64 private immutable _bondedRounds;
@@ -154,9 +156,21 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @param seedInput Deployer's contribution to the genesis seed.
     /// @param phases Grace, commit and reveal rounds (commit and reveal >= 1, each <= MAX_PHASE_ROUNDS).
     /// @param minStake_ Initial minimum stake (wei, 0 < minStake_ < 2^96).
+    /// @param commitDeposit_ Wei every commitment carries until it is revealed (0 < commitDeposit_ < 2^96).
     /// @param rules Rules of every round until a change is scheduled (`fromRound` is ignored: 0).
-    constructor(uint64 roundDuration_, bytes32 seedInput, Phases memory phases, uint256 minStake_, Rules memory rules) {
+    constructor(
+        uint64 roundDuration_,
+        bytes32 seedInput,
+        Phases memory phases,
+        uint256 minStake_,
+        uint256 commitDeposit_,
+        Rules memory rules
+    ) {
         if (roundDuration_ == 0) revert SwarmCoordinatorInvalidParameter("roundDuration", 0);
+        if (commitDeposit_ == 0 || commitDeposit_ > type(uint96).max) {
+            revert SwarmCoordinatorInvalidParameter("commitDeposit", commitDeposit_);
+        }
+        commitDeposit = commitDeposit_;
         _checkPhase("commitRounds", phases.commitRounds, 1);
         _checkPhase("revealRounds", phases.revealRounds, 1);
         _checkPhase("graceRounds", phases.graceRounds, 0);
@@ -351,12 +365,15 @@ contract SwarmCoordinator is ISwarmCoordinator {
     }
 
     /// @notice Commits the caller's verdicts on `round` (a hash of its items and a secret salt).
-    /// @dev Requirements: rounds `round + g + 1 .. round + g + c`; commitment non-zero; caller active, or exiting
-    /// with `round <= exitRound`; first commitment of the caller for `round`. Works while paused.
+    /// @dev Requirements: rounds `round + g + 1 .. round + g + c`; `msg.value == commitDeposit`; commitment
+    /// non-zero; caller active, or exiting with `round <= exitRound`; first commitment of the caller for `round`.
+    /// The reveal sends the deposit back; a ballot never revealed leaves it in the contract for good, so
+    /// watching the others' reveals before deciding whether to reveal has a price. Works while paused.
     /// Emits {VerdictsCommitted}.
     /// @param round The judged round.
     /// @param commitment `keccak256(abi.encode(attester, round, keccak256(abi.encode(items)), salt))`.
-    function commitVerdicts(uint64 round, bytes32 commitment) external {
+    function commitVerdicts(uint64 round, bytes32 commitment) external payable {
+        if (msg.value != commitDeposit) revert SwarmCoordinatorWrongDeposit(msg.value, commitDeposit);
         _requirePhase(round, uint256(round) + graceRounds + 1, uint256(round) + graceRounds + commitRounds);
         if (commitment == bytes32(0)) revert SwarmCoordinatorZeroCommitment();
         PeerRecord storage peer = _peers[msg.sender];
@@ -377,7 +394,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// `0 <= verifiedRewardSum <= n * G * 1000` (`RewardOutOfRange`), n and G from `rulesAt(round)`. A flag
     /// counts only when the caller's free stake covers `flagBond`, which it locks until the flag is resolved
     /// (otherwise the item is ignored, like an item without a seat). The ballot then holds the reveal
-    /// receipt, so a second reveal fails. Works while paused. Emits {VerdictRevealed} or {VerdictIgnored} per item.
+    /// receipt, so a second reveal fails, and the commit deposit is sent back to the caller. Works while paused.
+    /// Emits {VerdictRevealed} or {VerdictIgnored} per item.
     /// @param round The judged round.
     /// @param items The verdicts, exactly as committed.
     /// @param salt The commitment's salt.
@@ -403,6 +421,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
             funds.lockedBonds = uint96(ctx.locked);
             funds.openFlags += uint32(ctx.flags);
         }
+        // Last, after every state change: the commit deposit goes back to the revealer.
+        _sendValue(msg.sender, commitDeposit);
     }
 
     /// @notice Settles a flagged (round, subject) once the reveal phase is over; pays the caller `tipBps` of a slash.

@@ -16,19 +16,21 @@ contract AdminTest is CoordinatorTest {
         I.Phases memory phases = defaultPhases();
         phases.commitRounds = 0;
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInvalidParameter.selector, bytes32("commitRounds"), 0));
-        new SwarmCoordinator(ROUND, SEED_INPUT, phases, MIN_STAKE, defaultRules());
+        new SwarmCoordinator(ROUND, SEED_INPUT, phases, MIN_STAKE, COMMIT_DEPOSIT, defaultRules());
         phases = defaultPhases();
         phases.revealRounds = 0;
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInvalidParameter.selector, bytes32("revealRounds"), 0));
-        new SwarmCoordinator(ROUND, SEED_INPUT, phases, MIN_STAKE, defaultRules());
+        new SwarmCoordinator(ROUND, SEED_INPUT, phases, MIN_STAKE, COMMIT_DEPOSIT, defaultRules());
         phases = defaultPhases();
         phases.graceRounds = 65;
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInvalidParameter.selector, bytes32("graceRounds"), 65));
-        new SwarmCoordinator(ROUND, SEED_INPUT, phases, MIN_STAKE, defaultRules());
+        new SwarmCoordinator(ROUND, SEED_INPUT, phases, MIN_STAKE, COMMIT_DEPOSIT, defaultRules());
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInvalidParameter.selector, bytes32("roundDuration"), 0));
-        new SwarmCoordinator(0, SEED_INPUT, defaultPhases(), MIN_STAKE, defaultRules());
+        new SwarmCoordinator(0, SEED_INPUT, defaultPhases(), MIN_STAKE, COMMIT_DEPOSIT, defaultRules());
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInvalidParameter.selector, bytes32("minStake"), 0));
-        new SwarmCoordinator(ROUND, SEED_INPUT, defaultPhases(), 0, defaultRules());
+        new SwarmCoordinator(ROUND, SEED_INPUT, defaultPhases(), 0, COMMIT_DEPOSIT, defaultRules());
+        vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInvalidParameter.selector, bytes32("commitDeposit"), 0));
+        new SwarmCoordinator(ROUND, SEED_INPUT, defaultPhases(), MIN_STAKE, 0, defaultRules());
     }
 
     function test_ConstructorState() public view {

@@ -79,7 +79,7 @@ contract FindingsTest is CoordinatorTest {
         _warpToRound(R + BONDED);
         vm.prank(puppet);
         coordinator.withdraw();
-        assertEq(puppet.balance, MIN_STAKE - FLAG_BOND, "and withdrew only the rest");
+        assertEq(puppet.balance, MIN_STAKE - FLAG_BOND + COMMIT_DEPOSIT, "the rest, and its deposit back");
     }
 
     /// @dev Finding 5: a 10-ETH deposit made during the round, or a 10-ETH peer that asked to exit, inflated the
@@ -189,5 +189,34 @@ contract FindingsTest is CoordinatorTest {
         assertTrue(coordinator.verdict(from - 1, alice).state == I.VerdictState.Published, "late batch accepted");
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorInsufficientStake.selector, MIN_STAKE, 1 ether));
         _publish(alice, from);
+    }
+
+    /// @dev Finding 10: a committed ballot never revealed cost nothing, a free option to watch the honest reveals
+    /// first. Every commitment now carries the commit deposit, which only its reveal sends back.
+    function test_AnUnrevealedBallotCostsItsDeposit() public {
+        _register(alice);
+        _register(bob);
+        _register(carol);
+        _warpToRound(R);
+        _publish(bob, R);
+        _warpToRound(_commitPhase(R));
+        _seal(R);
+        bytes32 c = _commitment(alice, R, _one(_agree(bob)), SALT);
+        vm.deal(alice, 1 ether);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorWrongDeposit.selector, 0, COMMIT_DEPOSIT));
+        coordinator.commitVerdicts(R, c);
+        vm.prank(alice);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R, c);
+        _commit(carol, R, _one(_flag(bob)));
+        assertEq(alice.balance, 1 ether - COMMIT_DEPOSIT, "alice paid the deposit");
+        uint256 held = address(coordinator).balance;
+        _warpToRound(_revealPhase(R));
+        uint256 before = carol.balance;
+        _reveal(carol, R, _one(_flag(bob)));
+        assertEq(carol.balance - before, COMMIT_DEPOSIT, "the reveal sends the deposit back");
+        _warpToRound(_settleable(R)); // alice never revealed
+        assertEq(alice.balance, 1 ether - COMMIT_DEPOSIT, "alice's deposit is gone");
+        assertEq(address(coordinator).balance, held - COMMIT_DEPOSIT, "and stays in the contract");
     }
 }

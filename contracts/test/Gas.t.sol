@@ -187,7 +187,8 @@ contract GasTest is CoordinatorTest {
 
     /// @dev bob committed earlier rounds; (round, bob) is a fresh slot.
     function test_Gas_CommitVerdicts() public onlyTheCallMetered {
-        uint256 total = _measure("commitVerdicts", bob, 0, calls["commit"], 1);
+        vm.deal(bob, 1 ether);
+        uint256 total = _measure("commitVerdicts", bob, COMMIT_DEPOSIT, calls["commit"], 1);
         assertLe(total, COMMIT_BUDGET, "commitVerdicts budget");
     }
 

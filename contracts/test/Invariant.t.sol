@@ -58,10 +58,12 @@ contract InvariantTest is TestBase {
         targets[0] = FuzzSelector({addr: address(handler), selectors: s});
     }
 
-    /// @notice balance == sum(stake) + sum(claimable) + burned + reward pools not yet paid out.
+    /// @notice balance == sum(stake) + sum(claimable) + burned + reward pools not yet paid out + the commit
+    /// deposits of ballots not revealed.
     function invariant_EtherIsAccountedFor() public view {
         address[] memory actors = handler.actors();
         uint256 total = coordinator.burned() + handler.ghostPooled() + coordinator.claimable(handler.KEEPER());
+        total += handler.ghostDeposits();
         for (uint256 i = 0; i < actors.length; ++i) {
             total += coordinator.peerInfo(actors[i]).stake + coordinator.claimable(actors[i]);
         }

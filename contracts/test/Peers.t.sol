@@ -141,7 +141,7 @@ contract PeersTest is CoordinatorTest {
         // 1 ETH of flags misses the floor (a third of the 3 ETH besides alice) and no agreement outweighs it:
         // inconclusive, so the bond comes back.
         assertTrue(coordinator.verdict(R, alice).state == I.VerdictState.Inconclusive, "inconclusive");
-        assertEq(bob.balance, 1 ether, "bob's bond returned");
+        assertEq(bob.balance, 1 ether + COMMIT_DEPOSIT, "bob's bond returned (and its commit deposit)");
         vm.prank(alice);
         coordinator.withdraw();
         assertEq(alice.balance, 1 ether, "alice whole");

@@ -57,7 +57,7 @@ contract SettleTest is CoordinatorTest {
         coordinator.resolveFlag(R, dave, alice);
         vm.prank(alice);
         coordinator.claim();
-        assertEq(alice.balance, pool / 2, "claimed");
+        assertEq(alice.balance, pool / 2 + COMMIT_DEPOSIT, "claimed (and the commit deposit back)");
     }
 
     function test_SettleRejectedWhenAgreementsOutweigh() public {

@@ -97,25 +97,27 @@ contract VerdictsTest is CoordinatorTest {
     // ---------------------------------------------------------------- commit
 
     function test_CommitRules() public {
+        vm.deal(carol, 1 ether);
+        vm.deal(stranger, 1 ether);
         bytes32 c = _commitment(carol, R, _one(_agree(alice)), SALT);
         vm.prank(carol);
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorWrongPhase.selector, R, R + 2, R + 3));
-        coordinator.commitVerdicts(R, c);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R, c);
         _warpToRound(_commitPhase(R));
         vm.prank(carol);
         vm.expectRevert(I.SwarmCoordinatorZeroCommitment.selector);
-        coordinator.commitVerdicts(R, bytes32(0));
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R, bytes32(0));
         vm.prank(stranger);
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorNotActive.selector, stranger));
-        coordinator.commitVerdicts(R, c);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R, c);
         vm.expectEmit(address(coordinator));
         emit I.VerdictsCommitted(R, carol);
         vm.prank(carol);
-        coordinator.commitVerdicts(R, c);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R, c);
         assertEq(coordinator.ballot(R, carol), c, "ballot");
         vm.prank(carol);
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorAlreadyCommitted.selector, R, carol));
-        coordinator.commitVerdicts(R, c);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R, c);
     }
 
     function test_ExitingPeerCommitsOnlyUpToItsExitRound() public {
@@ -123,9 +125,10 @@ contract VerdictsTest is CoordinatorTest {
         _warpToRound(_commitPhase(R) + 1); // R+3: in R's commit phase and R+1's
         _commit(carol, R, _one(_agree(alice)));
         bytes32 c = _commitment(carol, R + 1, _none(), SALT);
+        vm.deal(carol, 1 ether);
         vm.prank(carol);
         vm.expectRevert(abi.encodeWithSelector(I.SwarmCoordinatorNotActive.selector, carol));
-        coordinator.commitVerdicts(R + 1, c);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(R + 1, c);
     }
 
     // ---------------------------------------------------------------- reveal

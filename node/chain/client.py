@@ -122,6 +122,11 @@ class CoordinatorClient:
         """The deployment's phases, read once (they are immutable)."""
         return self.phases()
 
+    @cached_property
+    def cached_commit_deposit(self) -> int:
+        """The commit deposit, read once (it is immutable)."""
+        return self.commit_deposit()
+
     @property
     def account_address(self) -> str | None:
         return self.sender.address if self.sender else None
@@ -330,9 +335,17 @@ class CoordinatorClient:
         )
         return bool(seated), int(weight)
 
-    def commit_verdicts(self, round: int, commitment: bytes) -> TxReceipt:
-        """Commits this account's verdicts on ``round`` (``committee.ballot_commitment``)."""
-        return self.transact("commitVerdicts", round, commitment)
+    def commit_verdicts(
+        self, round: int, commitment: bytes, deposit: int | None = None
+    ) -> TxReceipt:
+        """Commits this account's verdicts on ``round`` (``committee.ballot_commitment``) with
+        ``deposit`` wei (None: the contract's commit deposit), which the reveal sends back."""
+        value = self.cached_commit_deposit if deposit is None else deposit
+        return self.transact("commitVerdicts", round, commitment, value=value)
+
+    def commit_deposit(self) -> int:
+        """Wei every commitment carries until its reveal sends it back."""
+        return int(self._call("commitDeposit"))
 
     def reveal_verdicts(
         self, round: int, items: Sequence[VerdictItem], salt: bytes, *, sort: bool = True

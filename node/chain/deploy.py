@@ -29,7 +29,7 @@ __all__ = ["DeployConfig", "account_from_env", "default_out_path", "deploy_coord
 DEFAULT_RPC_URL = "http://127.0.0.1:8545"
 DEFAULT_KEY_ENV = "SWARM_DEPLOYER_KEY"
 LOCAL_CHAIN_IDS = (31337, 1337)
-_ETH_OPTIONS = ("min_stake", "flag_bond")
+_ETH_OPTIONS = ("min_stake", "flag_bond", "commit_deposit")
 
 
 def default_out_path(chain_id: int) -> Path:
@@ -127,6 +127,7 @@ def _config_option(name: str, value_type: Any, **kwargs: Any) -> Callable[[Any],
 @_config_option("reveal_rounds", click.IntRange(1, MAX_PHASE_ROUNDS))
 @_config_option("min_stake", str, callback=_eth_amount)
 @_config_option("flag_bond", str, callback=_eth_amount)
+@_config_option("commit_deposit", str, callback=_eth_amount)
 @_config_option("committee_size", click.IntRange(1, 2**16 - 1))
 @_config_option("quorum_bps", click.IntRange(5_000, 9_999))
 @_config_option("floor_bps", click.IntRange(0, 10_000))

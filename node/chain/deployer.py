@@ -119,6 +119,13 @@ class DeployConfig(BaseModel):
         description="Share of a slash paid to its settler (and of an agreement penalty to its "
         "reporter); the rest of a slash is burned.",
     )
+    commit_deposit: int = Field(
+        10**14,
+        gt=0,
+        lt=2**96,
+        description="Wei every commitment carries; its reveal sends it back, a ballot never "
+        "revealed loses it (wei here, ETH on the command line).",
+    )
     tasks_per_round: int = Field(
         8,
         ge=1,

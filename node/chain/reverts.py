@@ -269,6 +269,19 @@ class SwarmCoordinatorBeaconPending(ContractRevert):
         )
 
 
+class SwarmCoordinatorWrongDeposit(ContractRevert):
+    error_name = "SwarmCoordinatorWrongDeposit"
+    fields = ("sent", "required")
+    sent: int
+    required: int
+
+    def describe(self) -> str:
+        return (
+            f"a commitment carries exactly the commit deposit, {format_eth(self.required)} (sent "
+            f"{format_eth(self.sent)}); the reveal sends it back"
+        )
+
+
 class SwarmCoordinatorRewardOutOfRange(ContractRevert):
     error_name = "SwarmCoordinatorRewardOutOfRange"
     fields = ("value", "maximum")

@@ -31,6 +31,8 @@ from node.chain.reverts import (
     SwarmCoordinatorNotPenalizable,
     SwarmCoordinatorNotSettled,
     SwarmCoordinatorSelfAttestation,
+    SwarmCoordinatorRewardOutOfRange,
+    SwarmCoordinatorWrongDeposit,
     SwarmCoordinatorWrongPhase,
     SwarmCoordinatorZeroCommitment,
 )
@@ -219,6 +221,47 @@ def test_commit_reverts_are_explained(chain, peers) -> None:
     with pytest.raises(SwarmCoordinatorAlreadyCommitted) as caught:
         attester.commit_verdicts(round_, commitment)
     assert (caught.value.round, caught.value.attester) == (round_, attester.account_address)
+
+
+def test_a_commitment_carries_the_deposit_and_the_reveal_sends_it_back(chain, peers) -> None:
+    round_, (subject, attester, *_) = peers
+    publish(subject, round_)
+    ballot = Ballot(attester, round_, [item_on(subject, flag=False)])
+    to_commit_phase(chain, attester, round_)
+    attester.seal_round(round_)
+    deposit = attester.commit_deposit()
+    assert deposit > 0
+    with pytest.raises(SwarmCoordinatorWrongDeposit) as caught:
+        attester.commit_verdicts(round_, ballot.commitment, deposit - 1)
+    assert (caught.value.sent, caught.value.required) == (deposit - 1, deposit)
+    before = chain.balance(attester.account_address)
+    committed = ballot.commit()
+    held = chain.balance(chain.deployment.coordinator)
+    to_reveal_phase(chain, attester, round_)
+    revealed = ballot.reveal()
+    after = chain.balance(attester.account_address)
+    assert after == before - committed.fee_wei - revealed.fee_wei  # the deposit came back
+    assert chain.balance(chain.deployment.coordinator) == held - deposit
+
+
+def test_a_revealed_reward_sum_above_the_batch_maximum_is_refused(chain, peers) -> None:
+    """The v2 review's freeze: a sole voter revealed 2^63 - 1 for a withheld batch."""
+    round_, (subject, attester, *_) = peers
+    publish(subject, round_)
+    rules = attester.rules_at(round_)
+    too_much = VerdictItem(
+        subject=subject.account_address,
+        checked=rules.completions_per_batch,
+        agreed=rules.completions_per_batch,
+        verified_reward_sum=2**63 - 1,
+    )
+    to_commit_phase(chain, attester, round_)
+    attester.seal_round(round_)
+    items, salt = _committed(chain, attester, round_, [too_much])
+    to_reveal_phase(chain, attester, round_)
+    with pytest.raises(SwarmCoordinatorRewardOutOfRange) as caught:
+        attester.reveal_verdicts(round_, items, salt)
+    assert caught.value.maximum == rules.max_reward_milli == 4 * 4 * 1000
 
 
 def _committed(chain, attester, round_, items, *, sort=True):

@@ -156,8 +156,9 @@ def test_in_process_judging_keeps_the_contracts_phases_and_rules(
     assert exchanges[1].ballot(10, peers[1]) == reveal_receipt(verdicts(0))
     swarm.advance(PHASES.settleable_from(10))
     exchanges[1].settle(10, cheat)
-    # One flag against one agreement is no majority (quorum 50 %): rejected.
-    assert exchanges[1].verdict(10, cheat).state is VerdictState.REJECTED
+    # One flag against one agreement: no majority (quorum 50 %), and the agreement does not
+    # outweigh the flag either: inconclusive, as the contract settles it.
+    assert exchanges[1].verdict(10, cheat).state is VerdictState.INCONCLUSIVE
     exchanges[1].resolve_flag(10, cheat, peers[1])
     with pytest.raises(SwarmCoordinatorNotPenalizable):
         exchanges[1].report_agreement(10, peers[2], verdicts(2), 0)

@@ -20,6 +20,7 @@ abstract contract CoordinatorTest is TestBase {
     uint64 internal constant BONDED = 2 * J + 1;
     uint96 internal constant MIN_STAKE = 0.01 ether;
     uint96 internal constant FLAG_BOND = 0.001 ether;
+    uint256 internal constant COMMIT_DEPOSIT = 0.0001 ether;
     uint16 internal constant COMMITTEE = 64;
     uint16 internal constant QUORUM_BPS = 5_000;
     uint16 internal constant FLOOR_BPS = 3_334;
@@ -72,7 +73,7 @@ abstract contract CoordinatorTest is TestBase {
     }
 
     function _deploy(bytes32 seedInput) internal returns (SwarmCoordinator) {
-        return new SwarmCoordinator(ROUND, seedInput, defaultPhases(), MIN_STAKE, defaultRules());
+        return new SwarmCoordinator(ROUND, seedInput, defaultPhases(), MIN_STAKE, COMMIT_DEPOSIT, defaultRules());
     }
 
     function defaultPhases() internal pure returns (I.Phases memory) {
@@ -221,8 +222,9 @@ abstract contract CoordinatorTest is TestBase {
 
     function _commit(address attester, uint64 round, I.VerdictItem[] memory items) internal {
         bytes32 commitment = _commitment(attester, round, items, SALT);
+        vm.deal(attester, attester.balance + COMMIT_DEPOSIT); // given here; the reveal sends it back
         vm.prank(attester);
-        coordinator.commitVerdicts(round, commitment);
+        coordinator.commitVerdicts{value: COMMIT_DEPOSIT}(round, commitment);
     }
 
     function _reveal(address attester, uint64 round, I.VerdictItem[] memory items) internal {

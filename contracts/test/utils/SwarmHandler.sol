@@ -53,6 +53,9 @@ contract SwarmHandler is TestBase {
     mapping(uint64 => bool) private _ruled;
 
     uint256 public ghostPooled;
+    /// @notice Commit deposits held by the contract: of ballots not revealed (yet, or ever).
+    uint256 public ghostDeposits;
+    uint256 public constant DEPOSIT = 0.0001 ether;
     uint256 public violations;
     mapping(bytes32 => uint256) public calls;
 
@@ -70,7 +73,12 @@ contract SwarmHandler is TestBase {
             groupSize: 8
         });
         coordinator = new SwarmCoordinator(
-            ROUND, keccak256("invariant"), I.Phases({graceRounds: G, commitRounds: C, revealRounds: V}), 0.01 ether, rules
+            ROUND,
+            keccak256("invariant"),
+            I.Phases({graceRounds: G, commitRounds: C, revealRounds: V}),
+            0.01 ether,
+            DEPOSIT,
+            rules
         );
         for (uint256 i = 0; i < _ACTORS; ++i) {
             uint256 key = 0x1000 + i;
@@ -212,8 +220,10 @@ contract SwarmHandler is TestBase {
             b.salt = bytes32(seed);
             _fillItems(b, subjectMask, flagMask);
             bytes32 commitment = keccak256(abi.encode(attester, round, keccak256(abi.encode(b.items)), b.salt));
+            vm.deal(attester, attester.balance + DEPOSIT);
             vm.prank(attester);
-            coordinator.commitVerdicts(round, commitment);
+            coordinator.commitVerdicts{value: DEPOSIT}(round, commitment);
+            ghostDeposits += DEPOSIT;
             _after("commit");
             return;
         }
@@ -228,6 +238,7 @@ contract SwarmHandler is TestBase {
             if (b.revealed || !inPhase || coordinator.seal(b.round).beacon == bytes20(0)) continue;
             vm.prank(b.attester);
             coordinator.revealVerdicts(b.round, b.items, b.salt);
+            ghostDeposits -= DEPOSIT;
             b.revealed = true;
             _bookReveal(b);
             _after("reveal");
