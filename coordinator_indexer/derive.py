@@ -8,12 +8,18 @@ Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
   count), :func:`weighted_median_milli`; and once settled, the outcome decides: an **upheld** batch
   (slashed) verifies nothing (0). A batch no committee vote counted on has no verified reward
   (NULL), and counts 0 towards its peer's total.
-- A peer's **verified reward** is the sum of its batches' verified rewards; its **claimed reward**
-  the sum of its claims. Both are int64 milli-units, reward x 1000
-  (docs/PROTOCOL.md, "Rewards in milli-units").
+- A batch's claim and verified reward are kept as they are, and **count only within [0, the batch
+  maximum]** (:func:`batch_reward_max_milli`, n x G x 1000: no batch can be worth more). One
+  outside is shown as it is, flagged out of range, and counts 0, so a publisher's claim or a
+  committee's reveal can neither skew the ranking nor overflow a sum (docs/PROTOCOL.md, "Verified
+  reward").
+- A peer's **verified reward** is the sum of its batches' verified rewards in range; its **claimed
+  reward** the sum of its claims in range. Both are milli-units, reward x 1000 (docs/PROTOCOL.md,
+  "Rewards in milli-units"), sums of values of at most 2,048,000 each.
 - A batch is **verified** (:func:`batch_is_verified`) when at least one committee vote agreed, it
-  was not upheld, and either it was settled rejected or its agreeing weight is at least its
-  flagging weight. A peer's ``verified_batches`` and ``/api/stats`` count exactly these.
+  was not upheld, its verified reward is not out of range, and either it was settled rejected or
+  its agreeing weight is at least its flagging weight. A peer's ``verified_batches`` and
+  ``/api/stats`` count exactly these.
 - **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
   ``node.chain.committee.seated_subjects``, over the seal's beacon and total weight, the round's
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
@@ -29,23 +35,81 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, select, true, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    bindparam,
+    case,
+    false,
+    func,
+    or_,
+    select,
+    true,
+    tuple_,
+)
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
+from coordinator_indexer.schema import INT64_MAX, UINT256_MAX
 from node.chain.committee import seated_subjects
 from node.chain.models import weighted_median_milli
 
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
+#: The most a batch can be worth by the protocol's limits (docs/PROTOCOL.md, "Limits"): 64 groups
+#: x 32 completions x 1000 milli-units. The contract's n x G x 1000 stays within it (n <= 64,
+#: G <= 32).
+PROTOCOL_MAX_BATCH_MILLI = 64 * 32 * 1000
+
+
+def batch_reward_max_milli(round_: int) -> int:
+    """The largest reward, in milli-units, that a batch of ``round_`` can claim or be verified
+    (the one definition of the batch maximum). To become n x G x 1000 of ``rulesAt(round_)``
+    (tasksPerRound, groupSize) once the indexer reads them; the protocol's limits until then."""
+    return PROTOCOL_MAX_BATCH_MILLI
+
+
+def in_reward_range(value: int, maximum: int) -> bool:
+    """Whether a claimed or verified reward counts: within [0, maximum]."""
+    return 0 <= value <= maximum
+
+
+def counted_claim(publications: Any = schema.publications) -> ColumnElement[int]:
+    """A batch's claim as it counts towards totals: as claimed when in range, else 0."""
+    p = publications
+    return case((p.c.claimed_in_range == true(), p.c.claimed_milli), else_=0)
+
+
+def counted_verified(publications: Any = schema.publications) -> ColumnElement[int]:
+    """A batch's verified reward as it counts: when in range, else 0 (also when there is none)."""
+    p = publications
+    return case((p.c.verified_in_range == true(), p.c.verified_milli), else_=0)
+
+
+def count_out_of_range(publications: Any = schema.publications) -> ColumnElement[int]:
+    """How many of the selected batches have a claim or a verified reward out of range."""
+    p = publications
+    outside = or_(p.c.claimed_in_range == false(), p.c.verified_in_range == false())
+    return func.coalesce(func.sum(case((outside, 1), else_=0)), 0)
+
+
+def _wei_text(value: int) -> str:
+    """A derived wei sum as stored: decimal text, capped at 2^256 - 1 (no on-chain amount gets
+    there; the column holds 78 digits)."""
+    return str(min(value, UINT256_MAX))
 
 
 def batch_is_verified(
-    agreements: int, agree_weight: int, flag_weight: int, outcome: str | None
+    agreements: int,
+    agree_weight: int,
+    flag_weight: int,
+    outcome: str | None,
+    verified_in_range: bool | None = True,
 ) -> bool:
     """The one definition of a *verified* batch (see the module docstring)."""
-    if agreements == 0 or outcome == "upheld":
+    if agreements == 0 or outcome == "upheld" or verified_in_range is False:
         return False
     return outcome == "rejected" or agree_weight >= flag_weight
 
@@ -93,6 +157,9 @@ _VERDICT_COLUMNS = (
     "ignored",
     "outcome",
     "verified",
+    "reward_max_milli",
+    "claimed_in_range",
+    "verified_in_range",
 )
 
 
@@ -115,15 +182,42 @@ def _recompute_verdicts(conn: Connection, batches: set[tuple[int, str]]) -> None
                 )
             )
         }
+        claimed = _claims(conn, chunk)
         params = [
-            {"k_round": key[0], "k_peer": key[1], **_verdict(votes[key], settled.get(key))}
+            {
+                "k_round": key[0],
+                "k_peer": key[1],
+                **_verdict(votes[key], settled.get(key), claimed.get(key), key[0]),
+            }
             for key in chunk
         ]
         conn.execute(update, params)
 
 
-def _verdict(votes: list[Any], slashed: bool | None) -> dict[str, Any]:
-    """A batch's derived verdict columns from its votes and its settlement (None: unsettled)."""
+def _claims(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """The claimed reward of each published batch among ``chunk``."""
+    p = schema.publications
+    query = select(p.c.round, p.c.peer, p.c.claimed_milli).where(
+        tuple_(p.c.round, p.c.peer).in_(chunk)
+    )
+    return {(row.round, row.peer): row.claimed_milli for row in conn.execute(query)}
+
+
+def _reward_range(round_: int, claimed: int | None, verified: int | None) -> dict[str, Any]:
+    """A batch's maximum and whether its claim and verified reward (None: none) are in range."""
+    maximum = batch_reward_max_milli(round_)
+    return {
+        "reward_max_milli": maximum,
+        "claimed_in_range": claimed is not None and in_reward_range(claimed, maximum),
+        "verified_in_range": None if verified is None else in_reward_range(verified, maximum),
+    }
+
+
+def _verdict(
+    votes: list[Any], slashed: bool | None, claimed: int | None, round_: int
+) -> dict[str, Any]:
+    """A batch's derived verdict and range columns from its votes, its settlement (None:
+    unsettled) and its claim (None: not published)."""
     counted = [vote for vote in votes if vote.counted]
     flags = [vote for vote in counted if vote.is_flag]
     agree_weight = sum(int(vote.weight_wei) for vote in counted if not vote.is_flag)
@@ -133,18 +227,22 @@ def _verdict(votes: list[Any], slashed: bool | None) -> dict[str, Any]:
         [(vote.verified_milli, int(vote.weight_wei)) for vote in counted]
     )
     agreements = len(counted) - len(flags)
+    verified = 0 if outcome == "upheld" else median
+    ranges = _reward_range(round_, claimed, verified)
+    in_range = ranges["verified_in_range"]
     return {
+        **ranges,
         "attestations": len(counted),
         "agreements": agreements,
         "flags": len(flags),
-        "verified_milli": 0 if outcome == "upheld" else median,
+        "verified_milli": verified,
         "settled": slashed is not None,
         "slashed": bool(slashed),
-        "agree_weight_wei": str(agree_weight),
-        "flag_weight_wei": str(flag_weight),
+        "agree_weight_wei": _wei_text(agree_weight),
+        "flag_weight_wei": _wei_text(flag_weight),
         "ignored": len(votes) - len(counted),
         "outcome": outcome,
-        "verified": batch_is_verified(agreements, agree_weight, flag_weight, outcome),
+        "verified": batch_is_verified(agreements, agree_weight, flag_weight, outcome, in_range),
     }
 
 
@@ -185,14 +283,15 @@ def _duty_rows(
 ) -> list[dict[str, Any]]:
     """One row per peer that held a seat in the round: seats held and seats revealed on.
 
-    A counted vote proves a seat even where the weights read at the seal say otherwise."""
+    A counted vote proves a seat even where the weights read at the seal say otherwise; with no
+    committee size (a chain whose rulesAt says 0) only those seats are known."""
     beacon, total = bytes.fromhex(seal.beacon[2:]), int(seal.total_weight_wei)
+    size = seal.committee_size
     rows = []
     for peer in sorted(set(weights) | {attester for r, attester in voted if r == round_}):
         votes = voted.get((round_, peer), {})
-        drawn = seated_subjects(
-            beacon, total, seal.committee_size, peer, weights.get(peer, 0), subjects
-        )
+        weight = weights.get(peer, 0)
+        drawn = seated_subjects(beacon, total, size, peer, weight, subjects) if size >= 1 else []
         seats = set(drawn) | {subject for subject, counted in votes.items() if counted}
         if seats:
             done = sum(1 for subject in seats if subject in votes)
@@ -222,11 +321,11 @@ def _stake_state(changes: Sequence[Any]) -> dict[str, Any]:
             stake, status = max(0, stake - amount), "withdrawn"
     return {
         "stake_wei": str(stake),
-        "stake_gwei": stake // _GWEI,
+        "stake_gwei": min(stake // _GWEI, INT64_MAX),  # a sort key; stake_wei is exact
         "status": status,
         "withdrawable_at": withdrawable_at,
         "slashes": slashes,
-        "slashed_wei": str(slashed),
+        "slashed_wei": _wei_text(slashed),
     }
 
 
@@ -256,8 +355,9 @@ def _recompute_peers(conn: Connection, peers: set[str]) -> None:
                     p.c.peer,
                     func.count().label("rounds"),
                     count_verified(p).label("verified_batches"),
-                    func.coalesce(func.sum(p.c.claimed_milli), 0).label("claimed"),
-                    func.coalesce(func.sum(p.c.verified_milli), 0).label("verified"),
+                    func.coalesce(func.sum(counted_claim(p)), 0).label("claimed"),
+                    func.coalesce(func.sum(counted_verified(p)), 0).label("verified"),
+                    count_out_of_range(p).label("out_of_range"),
                     func.coalesce(func.sum(p.c.flags), 0).label("flags"),
                     func.max(p.c.round).label("last_round"),
                 )
@@ -294,6 +394,7 @@ def _peer_row(registration: Any, changes: list[Any], published: Any, given: int)
         "flags_received": int(published.flags) if published else 0,
         "attestations_given": int(given),
         "last_round": published.last_round if published else None,
+        "out_of_range_batches": int(published.out_of_range) if published else 0,
     }
 
 
@@ -331,9 +432,10 @@ def _round_publications(conn: Connection, chunk: list[int]) -> dict[int, Any]:
             func.count().label("publications"),
             func.coalesce(func.sum(p.c.groups), 0).label("groups"),
             func.coalesce(func.sum(p.c.completions), 0).label("completions"),
-            func.coalesce(func.sum(p.c.claimed_milli), 0).label("claimed"),
-            func.coalesce(func.sum(p.c.verified_milli), 0).label("verified"),
+            func.coalesce(func.sum(counted_claim(p)), 0).label("claimed"),
+            func.coalesce(func.sum(counted_verified(p)), 0).label("verified"),
             func.count(p.c.verified_milli).label("attested"),
+            count_out_of_range(p).label("out_of_range"),
         )
         .where(p.c.round.in_(chunk))
         .group_by(p.c.round)
@@ -401,4 +503,5 @@ def _round_row(
         "sealed": sealed,
         "seats": int(duty.seats) if duty else 0,
         "seats_done": int(duty.done) if duty else 0,
+        "out_of_range_batches": int(published.out_of_range) if published else 0,
     }

@@ -9,11 +9,13 @@ One ``step``:
    rather than serve rows of a chain that no longer exists.
 2. Otherwise read the next range ``[cursor + 1, min(head, cursor + range)]``: the headers of its
    blocks inside the unconfirmed window (the last ``confirmations`` blocks below the head, whose
-   hashes are kept), the range's first and last header, and its logs (``EventReader``: chunked,
-   halving a chunk the RPC refuses). The range is applied only if it hangs together: the first
-   block's parent is the cursor block, the window's headers link by parent hash, and every log's
-   block hash is the header's. Anything else means the chain moved while we read; the range is
-   dropped and the next step starts over (and finds the reorg in 1).
+   hashes are kept), the range's first and last header, and its logs (``LogReader``: chunked,
+   halving a chunk the RPC refuses; a log whose contents the decoder refuses is kept aside and
+   never fails the range, since the indexer never stops on a chain's data). The range is applied
+   only if it hangs together: the first block's parent is the cursor block, the window's headers
+   link by parent hash, and every log's block hash is the header's. Anything else means the chain
+   moved while we read; the range is dropped and the next step starts over (and finds the reorg
+   in 1).
 3. Apply the range in one transaction, with the new cursor (``Store.apply_range``).
 
 Blocks more than ``confirmations`` below the head are *final*: their hashes are pruned, so a reorg
@@ -32,11 +34,12 @@ from web3 import Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
-from coordinator_indexer.records import SealReads, records_of
+from coordinator_indexer.logs import LogReader
+from coordinator_indexer.records import SealReads, records_of, unstorable
 from coordinator_indexer.store import BlockRef, IndexerState, Store
 from node.chain.deployment import Deployment
 from node.chain.errors import RetryableChainError
-from node.chain.events import ChainEvent, EventReader, PeerRegistered, RoundSealed
+from node.chain.events import ChainEvent, PeerRegistered, RoundSealed
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -96,7 +99,7 @@ class Indexer:
         self.store = store
         self.settings = settings or IngestSettings()
         self.chain = ChainView(w3, deployment.coordinator, retry=retry)
-        self.reader = EventReader(
+        self.reader = LogReader(
             w3, deployment.coordinator, max_chunk=self.settings.max_range, retry=retry
         )
         self.range_size = self.settings.max_range
@@ -158,19 +161,23 @@ class Indexer:
         window = [h for h in headers if h is not None]
         if first.parent_hash != state.cursor_hash or not _linked(window):
             return StepResult("retry", state.cursor_block, head)
-        events = self.reader.read(start, end)
+        events, refused = self.reader.read_range(start, end)
         known = {b.number: b.hash for b in (*window, first, last)}
-        if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in events):
+        logs = (*events, *refused)
+        if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in logs):
             return StepResult("retry", state.cursor_block, head)
-        records = records_of(events, self._seal_reads(events))
+        records = records_of(events, self._seal_reads(events), refused)
         self.store.apply_range(state.cursor_block, records, window, last, head, keep_from)
-        self._adapt(len(events))
-        return StepResult("applied", end, head, events=len(events), blocks=end - start + 1)
+        if refused:
+            log.warning("blocks %d-%d: kept %d undecodable logs", start, end, len(refused))
+        self._adapt(len(logs))
+        return StepResult("applied", end, head, events=len(logs), blocks=end - start + 1)
 
     def _seal_reads(self, events: list[ChainEvent]) -> dict[int, SealReads]:
         """For each RoundSealed of the range: the chain's committee size and weights at its
-        block, for every peer registered before it (in the database or earlier in the range)."""
-        seals = [e for e in events if isinstance(e, RoundSealed)]
+        block, for every peer registered before it (in the database or earlier in the range).
+        A seal the tables cannot hold is applied to nothing, so nothing is read for it."""
+        seals = [e for e in events if isinstance(e, RoundSealed) and unstorable(e) is None]
         if not seals:
             return {}
         known = self.store.registered_peers()

@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 
 from coordinator_indexer import schema
+from coordinator_indexer.derive import PROTOCOL_MAX_BATCH_MILLI
 from coordinator_indexer.errors import IndexerError
 
 _bookkeeping = MetaData()
@@ -106,12 +107,66 @@ def _protocol_v2(conn: Connection) -> None:
     )
 
 
+#: Columns step 5 adds: (table, column, NOT NULL default or None).
+_RANGE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("publications", "reward_max_milli", "0"),
+    ("publications", "claimed_in_range", "false"),
+    ("publications", "verified_in_range", None),
+    ("peers", "out_of_range_batches", "0"),
+    ("rounds", "out_of_range_batches", "0"),
+)
+
+#: The totals step 5 recounts over a peer's or a round's batches: the claim and verified reward
+#: that count (in range), and the batches with one that does not.
+_RANGE_TOTALS = {
+    "claimed_milli": "CASE WHEN p.claimed_in_range THEN p.claimed_milli ELSE 0 END",
+    "verified_milli": "CASE WHEN p.verified_in_range THEN p.verified_milli ELSE 0 END",
+    "out_of_range_batches": "CASE WHEN NOT p.claimed_in_range OR NOT p.verified_in_range "
+    "THEN 1 ELSE 0 END",
+}
+
+
+def _reward_ranges(conn: Connection) -> None:
+    """Rewards count only within [0, batch maximum]: ``unapplied_events``, each batch's maximum
+    and range flags, no batch verified with its verified reward out of range, and the peers' and
+    rounds' totals recounted (SQL, not derive's code, so that a later schema cannot break this
+    step). Every batch of a database this old is judged by the protocol's limits
+    (derive.PROTOCOL_MAX_BATCH_MILLI)."""
+    schema.metadata.create_all(conn, checkfirst=True)
+    inspector = inspect(conn)
+    for table, name, default in _RANGE_COLUMNS:
+        if name not in {c["name"] for c in inspector.get_columns(table)}:
+            _add_column(conn, table, name, default)
+    conn.execute(
+        text(
+            "UPDATE publications SET reward_max_milli = :top, "
+            "claimed_in_range = (claimed_milli BETWEEN 0 AND :top), "
+            "verified_in_range = CASE WHEN verified_milli IS NULL THEN NULL "
+            "ELSE (verified_milli BETWEEN 0 AND :top) END"
+        ),
+        {"top": PROTOCOL_MAX_BATCH_MILLI},
+    )
+    conn.execute(text("UPDATE publications SET verified = false WHERE NOT verified_in_range"))
+    verified = {"verified_batches": "CASE WHEN p.verified THEN 1 ELSE 0 END"}
+    for table, key, column, totals in (
+        ("peers", "address", "peer", {**_RANGE_TOTALS, **verified}),
+        ("rounds", "round", "round", _RANGE_TOTALS),
+    ):
+        assignments = ", ".join(
+            f"{name} = (SELECT coalesce(sum({value}), 0) FROM publications p "
+            f"WHERE p.{column} = {table}.{key})"
+            for name, value in totals.items()
+        )
+        conn.execute(text(f"UPDATE {table} SET {assignments}"))
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
     (2, "peers.verified_batches: one definition of a verified batch", _verified_batches),
     (3, "endpoints: the store endpoints peers announced", _endpoints),
     (4, "protocol v2: seals, votes, settlements, duties and the v2 columns", _protocol_v2),
+    (5, "rewards count only within [0, batch maximum]; unapplied events", _reward_ranges),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -2,6 +2,7 @@
 
 Rewards are in reward units (the protocol's milli-units divided by 1000); wei amounts are decimal
 strings (they exceed what a JSON number holds exactly), with an ``_eth`` float twin for display.
+A batch's rewards are shown as claimed and revealed; totals count them only in range (``RANGE``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from pydantic import BaseModel, Field
 
 #: The one definition of a verified batch (coordinator_indexer.derive.batch_is_verified).
 VERIFIED = (
-    "at least one committee vote agreed, the batch was not upheld (slashed), and it was settled "
-    "rejected or its agreeing vote weight is at least its flagging weight"
+    "at least one committee vote agreed, the batch was not upheld (slashed), its verified reward "
+    "is not out of range, and it was settled rejected or its agreeing vote weight is at least its "
+    "flagging weight"
+)
+#: When a reward counts (coordinator_indexer.derive.batch_reward_max_milli).
+RANGE = (
+    "a batch's claim and verified reward count only within [0, its batch maximum] (n x G x 1000 "
+    "milli-units: 2,048 reward at most); one outside is shown as it is and counts 0"
 )
 #: Committee duty (coordinator_indexer.derive, "Committee duty").
 DUTY = (
@@ -29,9 +36,11 @@ class LeaderboardEntry(BaseModel):
     status: Literal["active", "exiting", "withdrawn"]
     verified_reward: float = Field(
         description="Sum over the peer's batches of their verified reward (stake-weighted median "
-        "of the committee's revealed sums; 0 for an upheld batch)."
+        f"of the committee's revealed sums; 0 for an upheld batch); {RANGE}."
     )
-    claimed_reward: float = Field(description="Sum of the rewards the peer itself claimed.")
+    claimed_reward: float = Field(
+        description=f"Sum of the rewards the peer itself claimed; {RANGE}."
+    )
     rounds: int = Field(description="Rounds in which the peer published a batch.")
     verified_batches: int = Field(description=f"Of those, batches that are verified: {VERIFIED}.")
     stake_wei: str
@@ -45,6 +54,9 @@ class LeaderboardEntry(BaseModel):
     duty_done: int = Field(description="Of those seats, the ones the peer revealed a verdict on.")
     duty_missed: int = Field(
         description="Seats without a revealed verdict in rounds whose reveal phase is over."
+    )
+    out_of_range_batches: int = Field(
+        0, description="The peer's batches whose claim or verified reward is out of range."
     )
 
 
@@ -65,6 +77,7 @@ class Vote(BaseModel):
     checked: int
     agreed: int
     verified_reward: float = Field(description="The attester's own reward sum for the batch.")
+    in_range: bool = Field(description="Whether it lies within [0, the batch maximum].")
     is_flag: bool = Field(description="agreed < checked.")
     counted: bool = Field(
         description="VerdictRevealed (true) or VerdictIgnored (false: no seat when revealed)."
@@ -81,10 +94,18 @@ class Batch(BaseModel):
     digest: str = Field(description="SHA-256 of the stored batch (the on-chain commitment).")
     groups: int
     completions: int
-    claimed_reward: float
+    claimed_reward: float = Field(description="The publisher's rewardSum, as claimed.")
     verified_reward: float | None = Field(
         description="Stake-weighted median of the committee's revealed reward sums (0 once "
-        "upheld); None until a committee vote counts."
+        "upheld), as it came out; None until a committee vote counts."
+    )
+    reward_max: float = Field(description="The batch maximum: the most the batch can be worth.")
+    claimed_in_range: bool = Field(
+        description="Whether the claim lies within [0, reward_max] (only then does it count)."
+    )
+    verified_in_range: bool | None = Field(
+        description="Whether the verified reward lies within [0, reward_max] (only then does it "
+        "count); None without one."
     )
     attestations: int = Field(description="Committee votes that counted.")
     agreements: int
@@ -167,8 +188,8 @@ class RoundEntry(BaseModel):
     publications: int
     groups: int
     completions: int
-    claimed_reward: float
-    verified_reward: float
+    claimed_reward: float = Field(description=f"Sum of the batches' claims; {RANGE}.")
+    verified_reward: float = Field(description=f"Sum of the verified rewards; {RANGE}.")
     attested_batches: int
     attestations: int
     flags: int
@@ -177,6 +198,9 @@ class RoundEntry(BaseModel):
     sealed: bool = Field(description="Whether the round's committees were drawn (RoundSealed).")
     seats: int = Field(description="Committee seats held on the round's batches, all peers.")
     seats_done: int = Field(description="Of those, seats with a revealed verdict.")
+    out_of_range_batches: int = Field(
+        0, description="Batches whose claim or verified reward is out of range."
+    )
 
 
 class RoundDetail(RoundEntry):
@@ -206,8 +230,16 @@ class Stats(BaseModel):
     verified_batches: int = Field(description=f"Batches that are verified: {VERIFIED}.")
     verified_share: float = Field(description="verified_batches / batches (0 when none).")
     attestations: int = Field(description="Committee votes that counted (VerdictRevealed).")
-    claimed_reward: float
-    verified_reward: float
+    claimed_reward: float = Field(description=f"Sum of all claims; {RANGE}.")
+    verified_reward: float = Field(description=f"Sum of all verified rewards; {RANGE}.")
+    out_of_range_batches: int = Field(
+        0, description="Batches whose claim or verified reward is out of range."
+    )
+    unapplied_events: int = Field(
+        0,
+        description="Logs kept as they are and applied to nothing: a round above 2^63 - 1, or "
+        "values the event decoder refuses (no coordinator emits them).",
+    )
     indexed_block: int | None
     chain_id: int
     coordinator: str

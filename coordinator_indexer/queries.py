@@ -2,6 +2,8 @@
 
 Rank is always the position by verified reward (ties: claimed reward, then the address as a
 number), whatever order a page is sorted in, so a peer's rank means the same thing on every page.
+Totals count only the rewards within their batch's range; a batch shows its own values as they
+are, with whether they are in range (``derive``, "count only within [0, the batch maximum]").
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
 from coordinator_indexer import schema
-from coordinator_indexer.derive import count_verified
+from coordinator_indexer.derive import (
+    count_out_of_range,
+    count_verified,
+    counted_claim,
+    counted_verified,
+    in_reward_range,
+)
 from coordinator_indexer.store import IndexerState
 
 SORTS = {
@@ -143,6 +151,7 @@ def _peer_entry(row: Any) -> dict:
         "duty_seats": int(row.duty_seats),
         "duty_done": int(row.duty_done),
         "duty_missed": int(row.duty_missed),
+        "out_of_range_batches": int(row.out_of_range_batches),
     }
 
 
@@ -214,6 +223,9 @@ def _batch(row: Any) -> dict:
         "completions": row.completions,
         "claimed_reward": row.claimed_milli / 1000,
         "verified_reward": None if row.verified_milli is None else row.verified_milli / 1000,
+        "reward_max": row.reward_max_milli / 1000,
+        "claimed_in_range": bool(row.claimed_in_range),
+        "verified_in_range": None if row.verified_in_range is None else bool(row.verified_in_range),
         "attestations": row.attestations,
         "agreements": row.agreements,
         "flags": row.flags,
@@ -265,9 +277,12 @@ def round_detail(conn: Connection, round_: int, *, closed_before: int | None = N
         select(p, _P.c.name)
         .join(_P, _P.c.address == p.c.peer, isouter=True)
         .where(p.c.round == round_)
-        .order_by(func.coalesce(p.c.verified_milli, -(2**62)).desc(), address_order(p.c.peer))
+        .order_by(  # by the verified reward that counts; none, or out of range, last
+            case((p.c.verified_in_range == true(), p.c.verified_milli), else_=-1).desc(),
+            address_order(p.c.peer),
+        )
     ).all()
-    votes = _round_votes(conn, round_)
+    votes = _round_votes(conn, round_, {b.peer: b.reward_max_milli for b in batches})
     u = schema.duties
     duties = conn.execute(
         select(u, _P.c.name)
@@ -283,8 +298,9 @@ def round_detail(conn: Connection, round_: int, *, closed_before: int | None = N
     }
 
 
-def _round_votes(conn: Connection, round_: int) -> dict[str, list[dict]]:
-    """The round's committee votes per subject, in the order they were revealed."""
+def _round_votes(conn: Connection, round_: int, maxima: dict[str, int]) -> dict[str, list[dict]]:
+    """The round's committee votes per subject, in the order they were revealed; ``maxima``:
+    each subject's batch maximum (a vote on a subject without a batch is in range of none)."""
     v = schema.votes
     rows = conn.execute(
         select(v).where(v.c.round == round_).order_by(v.c.block_number, v.c.log_index)
@@ -297,6 +313,7 @@ def _round_votes(conn: Connection, round_: int) -> dict[str, list[dict]]:
                 "checked": row.checked,
                 "agreed": row.agreed,
                 "verified_reward": row.verified_milli / 1000,
+                "in_range": in_reward_range(row.verified_milli, maxima.get(row.subject, -1)),
                 "is_flag": bool(row.is_flag),
                 "counted": bool(row.counted),
                 "weight_wei": row.weight_wei,
@@ -323,6 +340,7 @@ def _round_entry(row: Any) -> dict:
         "sealed": bool(row.sealed),
         "seats": row.seats,
         "seats_done": row.seats_done,
+        "out_of_range_batches": row.out_of_range_batches,
     }
 
 
@@ -350,12 +368,16 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
             func.count(),
             func.count(p.c.verified_milli),
             count_verified(p),
-            func.coalesce(func.sum(p.c.claimed_milli), 0),
-            func.coalesce(func.sum(p.c.verified_milli), 0),
+            func.coalesce(func.sum(counted_claim(p)), 0),
+            func.coalesce(func.sum(counted_verified(p)), 0),
             func.count(func.distinct(p.c.round)),
             func.max(p.c.round),
+            count_out_of_range(p),
         )
     ).one()
+    unapplied = conn.execute(
+        select(func.count()).select_from(schema.unapplied_events)
+    ).scalar_one()
     stake_rows = conn.execute(select(_P.c.stake_wei).where(_P.c.status != "withdrawn")).all()
     attestations = conn.execute(
         select(func.count()).select_from(schema.votes).where(schema.votes.c.counted == true())
@@ -379,4 +401,6 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
         "attestations": int(attestations),
         "claimed_reward": int(batches[3]) / 1000,
         "verified_reward": int(batches[4]) / 1000,
+        "out_of_range_batches": int(batches[7]),
+        "unapplied_events": int(unapplied),
     }

@@ -1,5 +1,10 @@
 """Turning decoded coordinator events into event-table rows, and noting which derived rows they
 touch (the peers, rounds and (round, subject) batches whose aggregates must be recomputed).
+
+No event value can make a row the database refuses (schema docstring, "Values as the chain gave
+them"): an event whose round is above what the tables hold, and a log the decoder refused
+(``RefusedLog``), become an ``unapplied_events`` row; rounds that are no key are capped; names are
+made storable.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 from sqlalchemy import Table
 
 from coordinator_indexer import schema
+from coordinator_indexer.schema import INT64_MAX
 from node.chain.events import (
     AgreementPenalized,
     ChainEvent,
@@ -33,6 +39,7 @@ from node.chain.events import (
 )
 
 _POSITION = ("block_number", "log_index", "tx_hash")
+_NAME_CHARS = 128  # registrations.name, peers.name
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,46 @@ class SealReads:
 
     committee_size: int
     weights: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RefusedLog:
+    """A coordinator log the event decoder refused (a value its event's model rejects, or bytes
+    that do not decode): kept as it is in ``unapplied_events``, applied to nothing."""
+
+    block_number: int
+    block_hash: str
+    log_index: int
+    tx_hash: str
+    event: str
+    reason: str
+    topics: tuple[str, ...]
+    data: str
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.block_number, self.log_index)
+
+
+def unstorable(event: ChainEvent) -> str | None:
+    """Why ``event`` cannot be applied to the tables; None when it can. Rounds key most tables
+    and are int64 there; the coordinator's rounds follow the clock and stay far below 2^63."""
+    round_ = getattr(event, "round", None)
+    if isinstance(round_, int) and round_ > INT64_MAX:
+        return f"round {round_} is above 2^63 - 1, the largest round the tables hold"
+    return None
+
+
+def _round_field(value: int) -> int:
+    """A round that keys nothing (when stake counts, an exit may withdraw, rules apply): capped
+    at 2^63 - 1, which means "never" as much as any larger round does."""
+    return min(value, INT64_MAX)
+
+
+def _name(name: str) -> str:
+    """A registered name as the tables can hold it: NUL replaced (Postgres text refuses it),
+    cut to the column's length (the contract allows 32 bytes)."""
+    return name.replace("\x00", "\ufffd")[:_NAME_CHARS]
 
 
 @dataclass
@@ -80,19 +127,42 @@ class Records:
 
 
 def records_of(
-    events: Iterable[ChainEvent], seal_reads: Mapping[int, SealReads] | None = None
+    events: Iterable[ChainEvent],
+    seal_reads: Mapping[int, SealReads] | None = None,
+    refused: Iterable[RefusedLog] = (),
 ) -> Records:
-    """Rows for ``events`` (in chain order); ``seal_reads[round]`` for each RoundSealed."""
+    """Rows for ``events`` (in chain order) and the ``refused`` logs; ``seal_reads[round]`` for
+    each RoundSealed the tables can hold."""
     records = Records()
     for event in events:
-        if isinstance(event, RoundSealed):
+        reason = unstorable(event)
+        if reason is not None:
+            _add_unapplied(records, event, event.event, reason, _event_json(event))
+        elif isinstance(event, RoundSealed):
             _add_seal(records, event, (seal_reads or {})[event.round])
         else:
             _add(records, event)
+    for log in refused:
+        data = json.dumps({"topics": list(log.topics), "data": log.data})
+        _add_unapplied(records, log, log.event, log.reason, data)
     return records
 
 
-def _position(event: ChainEvent) -> dict[str, Any]:
+def _add_unapplied(
+    records: Records, where: ChainEvent | RefusedLog, event: str, reason: str, data: str
+) -> None:
+    records.rows[schema.unapplied_events].append(
+        {**_position(where), "event": event, "reason": reason, "data": data}
+    )
+
+
+def _event_json(event: ChainEvent) -> str:
+    """The event's values as JSON (integers exact, whatever their size)."""
+    data = event.model_dump(mode="json", exclude={*_POSITION, "block_hash"})
+    return json.dumps(data, sort_keys=True)
+
+
+def _position(event: ChainEvent | RefusedLog) -> dict[str, Any]:
     return {
         "block_number": event.block_number,
         "log_index": event.log_index,
@@ -107,9 +177,10 @@ def _stake_row(event: ChainEvent, peer: str, kind: str, amount: int, **extra: An
         "kind": kind,
         "amount_wei": str(amount),
         "total_wei": extra.get("total_wei"),
-        "withdrawable_at": extra.get("withdrawable_at"),
-        "counts_from_round": extra.get("counts_from_round"),
-        "exit_round": extra.get("exit_round"),
+        **{
+            name: None if extra.get(name) is None else _round_field(extra[name])
+            for name in ("withdrawable_at", "counts_from_round", "exit_round")
+        },
     }
 
 
@@ -150,7 +221,7 @@ def _add_peer_event(records: Records, event: ChainEvent) -> bool:  # noqa: C901 
                 {
                     **_position(event),
                     "peer": event.peer,
-                    "name": event.name,
+                    "name": _name(event.name),
                     "stake_wei": str(event.stake),
                 }
             )
@@ -220,6 +291,9 @@ def _publication_row(event: RolloutsPublished) -> dict[str, Any]:
         "ignored": 0,
         "outcome": None,
         "verified": False,
+        "reward_max_milli": 0,  # the range columns are derived (derive._reward_range)
+        "claimed_in_range": False,
+        "verified_in_range": None,
     }
 
 
@@ -324,7 +398,7 @@ def _rules_row(event: ParametersScheduled) -> dict[str, Any]:
     rules = event.rules
     return {
         **_position(event),
-        "from_round": event.from_round,
+        "from_round": _round_field(event.from_round),
         "min_stake_wei": str(event.min_stake),
         "flag_bond_wei": str(rules.flag_bond),
         "committee_size": rules.committee_size,
@@ -337,7 +411,6 @@ def _rules_row(event: ParametersScheduled) -> dict[str, Any]:
 
 
 def _add_other(records: Records, event: ChainEvent) -> None:
-    data = event.model_dump(mode="json", exclude={*_POSITION, "block_hash"})
     records.rows[schema.other_events].append(
-        {**_position(event), "event": event.event, "data": json.dumps(data, sort_keys=True)}
+        {**_position(event), "event": event.event, "data": _event_json(event)}
     )

@@ -6,20 +6,35 @@ Two kinds of tables:
   log_index)`` or by the event's natural key: ``registrations``, ``stake_changes``,
   ``publications``, ``seals`` (+ ``seal_weights``, the peers' ``weightAt`` read at the seal's block),
   ``commits``, ``votes``, ``settlements``, ``flag_resolutions``, ``agreement_penalties``, ``rules``,
-  ``claims``, ``endpoints``, ``other_events``. A reorg deletes the rows above the common ancestor,
-  nothing else;
+  ``claims``, ``endpoints``, ``other_events``, ``unapplied_events``. A reorg deletes the rows
+  above the common ancestor, nothing else;
 - **derived tables** are functions of the event tables, recomputed for the keys an applied range or a
-  rollback touched (``coordinator_indexer.derive``): the verdict columns of ``publications``,
-  ``peers``, ``duties`` and ``rounds``. Deleting and recomputing is what makes a rollback exact: no
-  derived value is ever patched by a delta that a reorg could leave behind.
+  rollback touched (``coordinator_indexer.derive``): the verdict and range columns of
+  ``publications``, ``peers``, ``duties`` and ``rounds``. Deleting and recomputing is what makes a
+  rollback exact: no derived value is ever patched by a delta that a reorg could leave behind.
 
 Bookkeeping: ``indexer_state`` (one row: which deployment, the cursor and its block hash, the last
 seen head) and ``blocks`` (hashes of the blocks inside the unconfirmed window, for reorg detection).
 
-Wei amounts are ``uint256`` and do not fit a 64-bit integer column, so they are stored exactly as
-decimal text; a ``*_gwei`` integer twin exists where the API sorts by the amount. Rewards are the
-protocol's int64 milli-units (docs/PROTOCOL.md, "Rewards in milli-units"), summed in 64-bit
-integers.
+Values as the chain gave them, whatever they are (docs/PROTOCOL.md, "Verified reward"; the indexer
+never stops on a chain's data):
+
+- wei amounts and weights are ``uint256`` and do not fit a 64-bit integer column, so they are stored
+  exactly as decimal text (78 digits at most); a sum of them (a batch's vote weights, a peer's
+  slashes) is capped at 2^256 - 1, which no on-chain amount reaches. A ``*_gwei`` integer twin, for
+  sorting, is capped at 2^63 - 1;
+- rewards are the protocol's int64 milli-units (docs/PROTOCOL.md, "Rewards in milli-units"), stored
+  exactly as claimed or revealed. A batch's claim and verified reward count towards totals only
+  within [0, its batch maximum] (``publications.reward_max_milli``, from
+  ``derive.batch_reward_max_milli``), so every total is a sum of values of at most 2,048,000 and
+  cannot overflow int64 (that would take 4.5 * 10^12 batches);
+- rounds are ``uint64``; the tables hold int64. An event whose round (a key) is above 2^63 - 1 is
+  kept as it is in ``unapplied_events`` and applied to nothing; a round that is no key (when stake
+  counts, when an exit may withdraw, when rules apply) is capped at 2^63 - 1 ("never");
+- a log the event decoder refuses (rules outside the contract's bounds, a name that is not UTF-8)
+  is kept as raw topics and data in ``unapplied_events`` too;
+- counts are ``uint32`` and fit a 64-bit column; names have NUL replaced (Postgres text cannot hold
+  it) and are cut to 128 characters.
 """
 
 from __future__ import annotations
@@ -38,6 +53,10 @@ from sqlalchemy import (
 )
 
 metadata = MetaData()
+
+#: Largest value of an integer column on both databases (SQLite INTEGER, Postgres bigint).
+INT64_MAX = 2**63 - 1
+UINT256_MAX = 2**256 - 1
 
 ADDRESS = String(42)
 HASH = String(66)
@@ -115,7 +134,7 @@ publications = Table(
     Column("digest", HASH, nullable=False),
     Column("groups", BigInteger, nullable=False),
     Column("completions", BigInteger, nullable=False),
-    Column("claimed_milli", BigInteger, nullable=False),  # the event's rewardSum
+    Column("claimed_milli", BigInteger, nullable=False),  # the event's rewardSum, as claimed
     Column("relayer", ADDRESS, nullable=True),
     *_position_columns(),
     # derived from votes and settlements (derive.recompute_verdicts); v2 counts only the votes
@@ -131,6 +150,11 @@ publications = Table(
     Column("ignored", Integer, nullable=False, default=0),
     Column("outcome", String(16), nullable=True),  # upheld | rejected | NULL (not settled)
     Column("verified", Boolean, nullable=False, default=False),  # derive.batch_is_verified
+    # the batch maximum (derive.batch_reward_max_milli) and whether the claim and the verified
+    # reward lie in [0, maximum] (only then do they count; NULL: no verified reward)
+    Column("reward_max_milli", BigInteger, nullable=False, default=0),
+    Column("claimed_in_range", Boolean, nullable=False, default=False),
+    Column("verified_in_range", Boolean, nullable=True),
     Index("ix_publications_peer", "peer"),
     Index("ix_publications_block", "block_number"),
 )
@@ -267,12 +291,25 @@ endpoints = Table(
     Index("ix_endpoints_peer", "peer"),
 )
 
-# Paused, Unpaused and ownership events: kept as JSON, shown nowhere yet.
+# Paused, Unpaused, RoundArmed and ownership events: kept as JSON, shown nowhere yet.
 other_events = Table(
     "other_events",
     metadata,
     *_position_columns(),
     Column("event", String(64), nullable=False),
+    Column("data", Text, nullable=False),
+    PrimaryKeyConstraint("block_number", "log_index"),
+)
+
+# Logs kept as they are and applied to nothing (schema docstring): a decoded event whose round
+# the tables cannot hold (data: the event as JSON, exact integers), or a log the decoder refused
+# (data: {"topics": [...], "data": "0x..."}). reason: why, one line.
+unapplied_events = Table(
+    "unapplied_events",
+    metadata,
+    *_position_columns(),
+    Column("event", String(64), nullable=False),
+    Column("reason", Text, nullable=False),
     Column("data", Text, nullable=False),
     PrimaryKeyConstraint("block_number", "log_index"),
 )
@@ -285,17 +322,19 @@ peers = Table(
     Column("registered_block", BigInteger, nullable=False),
     Column("status", String(16), nullable=False),  # active | exiting | withdrawn
     Column("stake_wei", WEI, nullable=False),
-    Column("stake_gwei", BigInteger, nullable=False),  # for sorting
+    Column("stake_gwei", BigInteger, nullable=False),  # for sorting; capped at INT64_MAX
     Column("withdrawable_at", BigInteger, nullable=True),  # v2: withdrawableFromRound
     Column("rounds", Integer, nullable=False),  # batches published
     Column("verified_batches", Integer, nullable=False),  # of those, verified (derive.is_verified)
-    Column("claimed_milli", BigInteger, nullable=False),
-    Column("verified_milli", BigInteger, nullable=False),
+    Column("claimed_milli", BigInteger, nullable=False),  # sum of the claims in range
+    Column("verified_milli", BigInteger, nullable=False),  # sum of the verified rewards in range
     Column("flags_received", Integer, nullable=False),
     Column("attestations_given", Integer, nullable=False),  # v2: votes that counted
     Column("slashes", Integer, nullable=False),
     Column("slashed_wei", WEI, nullable=False),
     Column("last_round", BigInteger, nullable=True),
+    # batches whose claim or verified reward lies outside [0, batch maximum] (counted as 0)
+    Column("out_of_range_batches", Integer, nullable=False, default=0),
     Index("ix_peers_verified", "verified_milli"),
 )
 
@@ -329,6 +368,7 @@ rounds = Table(
     Column("sealed", Boolean, nullable=False, default=False),
     Column("seats", Integer, nullable=False, default=0),
     Column("seats_done", Integer, nullable=False, default=0),
+    Column("out_of_range_batches", Integer, nullable=False, default=0),
 )
 
 #: Tables whose rows a reorg deletes above the common ancestor.
@@ -347,6 +387,7 @@ EVENT_TABLES = (
     claims,
     endpoints,
     other_events,
+    unapplied_events,
 )
 #: Tables compared by the kill-and-resume test and dumped by ``Store.dump`` (all data tables).
 DATA_TABLES = (*EVENT_TABLES, peers, duties, rounds, blocks, indexer_state)

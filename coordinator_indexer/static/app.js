@@ -162,13 +162,13 @@ async function renderChart() {
         {
           label: `${peer.name}: verified`,
           color: "var(--peer)",
-          points: peer.batches.filter((b) => b.verified_reward !== null).map((b) => [b.round, b.verified_reward]),
+          points: peer.batches.filter((b) => b.verified_in_range).map((b) => [b.round, b.verified_reward]),
         },
         {
           label: `${peer.name}: claimed`,
           color: "var(--peer2)",
           dashed: true,
-          points: peer.batches.map((b) => [b.round, b.claimed_reward]),
+          points: peer.batches.filter((b) => b.claimed_in_range).map((b) => [b.round, b.claimed_reward]),
         }
       );
     } catch (error) {
@@ -197,13 +197,20 @@ function outcomeText(batch) {
   return "no committee vote";
 }
 
+// A reward outside [0, the batch maximum] is shown as it is, marked, and counts nowhere.
+function rewardCell(value, inRange, max, extra = "") {
+  if (inRange !== false) return el("td", { class: `num ${extra}` }, fmtReward(value));
+  return el("td", { class: `num ${extra} out-of-range`, title: `out of range [0, ${fmtReward(max)}]: not counted` },
+    `${fmtReward(value)} ⚠`);
+}
+
 function renderBatches(peer) {
   $("batches-peer").textContent = peer.name;
   const rows = peer.batches.slice().reverse().map((b) =>
     el("tr", { "data-round": String(b.round) },
       el("td", { class: "num" }, String(b.round)),
-      el("td", { class: "num" }, fmtReward(b.claimed_reward)),
-      el("td", { class: "num verified" }, fmtReward(b.verified_reward)),
+      rewardCell(b.claimed_reward, b.claimed_in_range, b.reward_max),
+      rewardCell(b.verified_reward, b.verified_in_range, b.reward_max, "verified"),
       el("td", { class: "num agree-weight" }, weightEth(b.agree_weight_wei)),
       el("td", { class: "num flag-weight" }, weightEth(b.flag_weight_wei)),
       el("td", { class: "num" }, `${b.agreements} agree · ${b.flags} flag${b.ignored ? ` · ${b.ignored} ignored` : ""}`),

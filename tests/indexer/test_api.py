@@ -176,7 +176,7 @@ def test_peer_history(served) -> None:
     assert body["stake_history"][-1]["stake_after_wei"] == str(ETHER)
     assert [(d["seats"], d["done"], d["missed"]) for d in body["duties"]] == [(3, 3, 0)] * 2
     erin = get(service, f"/api/peers/{swarm.address('erin')}").json()
-    assert erin["status"] == "exiting" and erin["withdrawable_at"] == swarm.round + 7 + 6
+    assert erin["status"] == "exiting" and erin["withdrawable_at"] == swarm.round + 7 + 11  # 2J + 1
     frank = get(service, f"/api/peers/{swarm.address('frank')}").json()
     assert [c["kind"] for c in frank["stake_history"]] == ["register", "forfeit"]
     assert frank["stake_history"][-1]["stake_after_wei"] == str(ETHER - ETHER // 10)

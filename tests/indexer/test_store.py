@@ -157,7 +157,7 @@ def test_migration_4_brings_a_v1_release_database_forward(sqlite_url, request, d
     make_v3_database(url, with_rows=True)
     store = Store.open(url)
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 4
+        assert current_version(store.engine) == LATEST_VERSION == 5
         names = set(inspect(store.engine).get_table_names())
         assert {t.name for t in schema.metadata.sorted_tables} <= names
         assert set(schema.LEGACY_TABLES) <= names
@@ -172,6 +172,38 @@ def test_migration_4_brings_a_v1_release_database_forward(sqlite_url, request, d
         assert store.dump() == before
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_migration_5_counts_rewards_only_in_range(sqlite_url, request, database) -> None:
+    """An older database summed every value: a claim of 10^12 (a billion reward) and a verified
+    reward of 2^63 - 1 made their peer's totals. Migration 5 flags them out of range, no longer
+    counts the batch as verified and recounts the totals without it."""
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else sqlite_url()
+    make_v3_database(url, with_rows=True)
+    engine = create_db_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(f"UPDATE publications SET claimed_milli = {10**12}"))
+        conn.execute(text(f"UPDATE publications SET verified_milli = {2**63 - 1}"))
+        conn.execute(text(f"UPDATE peers SET claimed_milli = {10**12}, verified_milli = 0"))
+    engine.dispose()
+    store = Store.open(url)
+    try:
+        with store.engine.connect() as conn:
+            batch = conn.execute(select(schema.publications)).one()
+            peer = conn.execute(select(schema.peers)).one()
+        before = store.dump()
+        assert migrate(store.engine) == []
+        assert store.dump() == before
+    finally:
+        store.close()
+    assert (batch.reward_max_milli, batch.claimed_in_range, batch.verified_in_range) == (
+        2_048_000,
+        False,
+        False,
+    )
+    assert (batch.verified, peer.verified_batches) == (False, 0)
+    assert (peer.claimed_milli, peer.verified_milli, peer.out_of_range_batches) == (0, 0, 1)
 
 
 @pytest.mark.integration
