@@ -117,6 +117,23 @@ class MalformedNode(SwarmNode):
         return BatchToPublish(data, hashlib.sha256(data).digest(), 1, 1, 1000)
 
 
+class CherryPickingNode(SwarmNode):
+    """Answers only the round's first task, with twice the group size: a shape the v2 verifier
+    credited (it accepted any subset of the tasks, and groups of up to 32)."""
+
+    def batch_shape(self, round: int) -> tuple[int, int]:
+        tasks_per_round, group_size = super().batch_shape(round)
+        return 1, 2 * group_size
+
+
+class PaddingNode(SwarmNode):
+    """Answers every task, with twice the round's completions per group."""
+
+    def batch_shape(self, round: int) -> tuple[int, int]:
+        tasks_per_round, group_size = super().batch_shape(round)
+        return tasks_per_round, 2 * group_size
+
+
 class ShieldingNode(SwarmNode):
     """Judges honestly, except that it always agrees with ``friend``'s batches (a sock puppet
     shielding a cheater: its agreement is reported and penalized once the flags win)."""

@@ -25,8 +25,10 @@ from node.round.node import SwarmNode
 from tests.chain_fixtures import TEST_CONFIG, ChainControl
 from tests.integration.swarm import (
     ETHER,
+    CherryPickingNode,
     InflatingNode,
     MalformedNode,
+    PaddingNode,
     ShieldingNode,
     published_digest,
 )
@@ -165,6 +167,36 @@ def test_a_peer_publishing_garbage_does_not_disturb_the_others(
         assert judged is not None and judged.checked > 0 and judged.agreed == 0
     garbage_reports = [r for r in reports if r.peer == garbage.address]
     assert all(r.published == "yes" for r in garbage_reports)
+
+
+@pytest.mark.parametrize(
+    ("node_class", "reason"),
+    [(CherryPickingNode, "batch_shape"), (PaddingNode, "wrong_group_size")],
+    ids=["cherry-picked", "padded"],
+)
+def test_a_batch_of_another_shape_than_the_rules_is_flagged_by_every_honest_node(
+    chain: ChainControl,
+    dev_accounts: list[LocalAccount],
+    node_factory: Callable[..., SwarmNode],
+    node_class: type[SwarmNode],
+    reason: str,
+) -> None:
+    """The v2 review's cherry-picked (one task of the round, 2G completions) and padded (2G
+    completions per task) batches: every honest node flags them, and trains on none of them."""
+    honest = honest_nodes(node_factory, dev_accounts)
+    cheat = node_factory(dev_accounts[5], "shape", node_class=node_class)
+    fresh_round = next_round(chain)
+    reports = run_lockstep([*honest, cheat], 2, chain.warp_to_round)
+
+    for report in (r for r in reports if r.peer != cheat.address):
+        assert report.rejections == {reason: 1}
+        assert cheat.address not in report.external_from
+    for node in honest:  # cached as a flag over everything it committed, for the ballot
+        judged = node.state.verdict(fresh_round, cheat.address)
+        assert judged is not None and judged.agreed == 0 and judged.verified_reward_sum == 0
+    client = cheat.exchange.client
+    for node in honest:
+        assert client.peer_info(node.address).stake == ETHER  # nobody honest lost stake
 
 
 def test_a_node_restarted_mid_round_resumes_without_publishing_or_committing_twice(
