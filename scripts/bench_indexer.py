@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of the coordinator indexer on a generated v2 swarm (real transactions on Anvil).
+"""Benchmark of the coordinator indexer on a generated v3 swarm (real transactions on Anvil).
 
     .venv/bin/python scripts/bench_indexer.py                  # 1,000 peers, 20 rounds
     .venv/bin/python scripts/bench_indexer.py --peers 100 --rounds 5   # a quick look
@@ -216,10 +216,12 @@ def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: 
     for now in range(1, rounds + judging + 2):
         swarm.rpc("evm_setNextBlockTimestamp", deployment.genesis + now * ROUND + 1)
         txs: list[dict[str, Any]] = []
-        # rounds r+g+1: seal r (alone in its block: commits need the seal), then commit
+        # rounds r+g+1: seal r (two calls, each alone in its block: the first fixes the beacon
+        # block, the second draws from its hash), then commit
         sealed = now - g - 1
         if 1 <= sealed <= rounds:
-            swarm.send([swarm.tx(settler, "sealRound", [sealed], 200_000)])
+            for _ in range(2):
+                swarm.send([swarm.tx(settler, "sealRound", [sealed], 200_000)])
             txs += _commits(swarm, tally, peers, index, flagged, sealed, k)
         if 1 <= now <= rounds:
             txs += [
@@ -242,7 +244,8 @@ def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: 
             tally.upheld += state == VerdictState.UPHELD
             tally.rejected += state == VerdictState.REJECTED
         log(
-            f"  round {now}: {len(txs) + (1 <= sealed <= rounds)} transactions ({swarm.sent:,} in all)"
+            f"  round {now}: {len(txs) + 2 * (1 <= sealed <= rounds)} transactions "
+            f"({swarm.sent:,} in all)"
         )
     return tally
 
@@ -277,7 +280,8 @@ def _commits(
         salt = salt_of(attester, round_)
         ballots[attester] = Ballot(items, salt)
         commitment = ballot_commitment(attester, round_, items, salt)
-        txs.append(swarm.tx(attester, "commitVerdicts", [round_, commitment], 150_000))
+        deposit = swarm.client.cached_commit_deposit
+        txs.append(swarm.tx(attester, "commitVerdicts", [round_, commitment], 150_000, deposit))
         tally.seats += len(items)
         for item in items:
             if item.is_flag:
