@@ -182,6 +182,20 @@ contract AttacksTest is CoordinatorTest {
         _publishFor(sponsor, alice, R, address(0), type(uint64).max, sig);
     }
 
+    /// @dev Finding 10 of the v2 review: a redeploy with the same seed input at the same timestamp got the same
+    /// genesis seed, so old signatures replayed. The parent block's hash now enters it: a chain whose history
+    /// differs gets another seed even at the same address, time and input.
+    function test_SameInputAndTimeOnAnotherHistoryGetsAnotherSeed() public {
+        uint256 snapshot = vm.snapshotState();
+        vm.setBlockhash(block.number - 1, keccak256("history A"));
+        bytes32 first = _deploy(SEED_INPUT).genesisSeed();
+        vm.revertToState(snapshot);
+        vm.setBlockhash(block.number - 1, keccak256("history B"));
+        SwarmCoordinator second = _deploy(SEED_INPUT);
+        assertEq(second.genesis(), START, "same time");
+        assertTrue(second.genesisSeed() != first, "another seed");
+    }
+
     function test_SignatureForAnotherSeedInputIsRefused() public {
         uint256 snapshot = vm.snapshotState();
         coordinator = _deploy(SEED_INPUT);
