@@ -106,8 +106,9 @@ def main() -> None:
     hashes of the last --confirmations blocks to detect reorgs and roll them back, and
     stores everything with its cursor in one transaction per range: kill it at any moment
     and it resumes where it was. Peers are ranked by *verified* reward: the stake-weighted
-    median of what each batch's committee revealed (nothing once its flags were upheld), not
-    what the peer claimed (both are shown), beside their committee duty done and missed.
+    median of what each batch's committee revealed (nothing once its dispute was settled
+    upheld or inconclusive), not what the peer claimed (both are shown), beside their
+    committee duty done and missed.
 
     \b
     Start with a local chain (swarm-deploy wrote deployments/local.json):

@@ -6,20 +6,22 @@ Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
 - A batch's **verified reward** is the *stake-weighted median* of the ``verifiedRewardSum`` values
   its committee revealed (``VerdictRevealed``, each with its vote weight; ignored items do not
   count), :func:`weighted_median_milli`; and once settled, the outcome decides: an **upheld** batch
-  (slashed) verifies nothing (0). A batch no committee vote counted on has no verified reward
-  (NULL), and counts 0 towards its peer's total.
+  (slashed) and an **inconclusive** one (neither side won) verify nothing (0). A batch no committee
+  vote counted on has no verified reward (NULL), and counts 0 towards its peer's total.
+- A batch's **outcome** is its ``DisputeSettled.outcome`` (:func:`settlement_outcome`): 2 upheld,
+  3 rejected, 4 inconclusive; any other value, like no settlement, leaves it unsettled (NULL).
 - A batch's claim and verified reward are kept as they are, and **count only within [0, the batch
-  maximum]** (:func:`batch_reward_max_milli`, n x G x 1000: no batch can be worth more). One
-  outside is shown as it is, flagged out of range, and counts 0, so a publisher's claim or a
-  committee's reveal can neither skew the ranking nor overflow a sum (docs/PROTOCOL.md, "Verified
-  reward").
+  maximum]** (``round_rules.batch_reward_max_milli``: n x G x 1000 of the round's rules, no batch
+  can be worth more). One outside is shown as it is, flagged out of range, and counts 0, so a
+  publisher's claim or a committee's reveal can neither skew the ranking nor overflow a sum
+  (docs/PROTOCOL.md, "Verified reward").
 - A peer's **verified reward** is the sum of its batches' verified rewards in range; its **claimed
   reward** the sum of its claims in range. Both are milli-units, reward x 1000 (docs/PROTOCOL.md,
   "Rewards in milli-units"), sums of values of at most 2,048,000 each.
-- A batch is **verified** (:func:`batch_is_verified`) when at least one committee vote agreed, it
-  was not upheld, its verified reward is not out of range, and either it was settled rejected or
-  its agreeing weight is at least its flagging weight. A peer's ``verified_batches`` and
-  ``/api/stats`` count exactly these.
+- A batch is **verified** (:func:`batch_is_verified`) when at least one committee vote agreed, its
+  agreeing weight is at least its flagging weight, it was neither upheld nor inconclusive, and its
+  verified reward is not out of range. A peer's ``verified_batches`` and ``/api/stats`` count
+  exactly these.
 - **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
   ``node.chain.committee.seated_subjects``, over the seal's beacon and total weight, the round's
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
@@ -51,6 +53,7 @@ from sqlalchemy import (
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
+from coordinator_indexer.round_rules import RulesHistory, read_rules_history
 from coordinator_indexer.schema import INT64_MAX, UINT256_MAX
 from node.chain.committee import seated_subjects
 from node.chain.models import weighted_median_milli
@@ -58,17 +61,17 @@ from node.chain.models import weighted_median_milli
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
-#: The most a batch can be worth by the protocol's limits (docs/PROTOCOL.md, "Limits"): 64 groups
-#: x 32 completions x 1000 milli-units. The contract's n x G x 1000 stays within it (n <= 64,
-#: G <= 32).
-PROTOCOL_MAX_BATCH_MILLI = 64 * 32 * 1000
+#: DisputeSettled.outcome values that settle a batch (VerdictState; docs/PROTOCOL.md, "Outcome").
+UPHELD, REJECTED, INCONCLUSIVE = 2, 3, 4
+OUTCOMES = {UPHELD: "upheld", REJECTED: "rejected", INCONCLUSIVE: "inconclusive"}
+#: Settled outcomes whose batch verifies nothing: its verified reward is 0.
+_NO_REWARD = ("upheld", "inconclusive")
 
 
-def batch_reward_max_milli(round_: int) -> int:
-    """The largest reward, in milli-units, that a batch of ``round_`` can claim or be verified
-    (the one definition of the batch maximum). To become n x G x 1000 of ``rulesAt(round_)``
-    (tasksPerRound, groupSize) once the indexer reads them; the protocol's limits until then."""
-    return PROTOCOL_MAX_BATCH_MILLI
+def settlement_outcome(value: int | None) -> str | None:
+    """A batch's outcome from its ``DisputeSettled.outcome`` (None: no settlement). A value that
+    is no settled VerdictState (a stand-in contract can emit any uint8) settles nothing: None."""
+    return OUTCOMES.get(value) if value is not None else None
 
 
 def in_reward_range(value: int, maximum: int) -> bool:
@@ -109,9 +112,9 @@ def batch_is_verified(
     verified_in_range: bool | None = True,
 ) -> bool:
     """The one definition of a *verified* batch (see the module docstring)."""
-    if agreements == 0 or outcome == "upheld" or verified_in_range is False:
+    if agreements == 0 or outcome in _NO_REWARD or verified_in_range is False:
         return False
-    return outcome == "rejected" or agree_weight >= flag_weight
+    return agree_weight >= flag_weight
 
 
 def is_verified(publications: Any = schema.publications) -> ColumnElement[bool]:
@@ -126,7 +129,10 @@ def count_verified(publications: Any = schema.publications) -> ColumnElement[int
 
 def recompute(conn: Connection, touched: Touched) -> None:
     """Brings every derived row of ``touched`` in line with the event tables."""
-    _recompute_verdicts(conn, set(touched.batches))
+    rules = read_rules_history(conn)
+    if touched.rules:
+        touched = _with_changed_maxima(conn, touched, rules)
+    _recompute_verdicts(conn, set(touched.batches), rules)
     _recompute_duties(conn, touched.rounds)
     _recompute_peers(conn, touched.peers)
     _recompute_rounds(conn, touched.rounds)
@@ -163,7 +169,24 @@ _VERDICT_COLUMNS = (
 )
 
 
-def _recompute_verdicts(conn: Connection, batches: set[tuple[int, str]]) -> None:
+def _with_changed_maxima(conn: Connection, touched: Touched, rules: RulesHistory) -> Touched:
+    """``touched`` and every batch whose stored maximum is no longer its round's (the rules
+    changed: rare, so every batch is looked at)."""
+    p = schema.publications
+    changed = Touched()
+    changed.update(touched)
+    maxima: dict[int, int] = {}
+    for row in conn.execute(select(p.c.round, p.c.peer, p.c.reward_max_milli)):
+        if row.round not in maxima:
+            maxima[row.round] = rules.batch_max_milli(row.round)
+        if row.reward_max_milli != maxima[row.round]:
+            changed.batch(row.round, row.peer)
+    return changed
+
+
+def _recompute_verdicts(
+    conn: Connection, batches: set[tuple[int, str]], rules: RulesHistory
+) -> None:
     v, d, p = schema.votes, schema.settlements, schema.publications
     update = (
         p.update()
@@ -174,10 +197,10 @@ def _recompute_verdicts(conn: Connection, batches: set[tuple[int, str]]) -> None
         votes: dict[tuple[int, str], list[Any]] = defaultdict(list)
         for row in conn.execute(select(v).where(tuple_(v.c.round, v.c.subject).in_(chunk))):
             votes[(row.round, row.subject)].append(row)
-        settled = {
-            (row.round, row.subject): bool(row.slashed)
+        outcomes = {
+            (row.round, row.subject): settlement_outcome(row.outcome)
             for row in conn.execute(
-                select(d.c.round, d.c.subject, d.c.slashed).where(
+                select(d.c.round, d.c.subject, d.c.outcome).where(
                     tuple_(d.c.round, d.c.subject).in_(chunk)
                 )
             )
@@ -187,7 +210,9 @@ def _recompute_verdicts(conn: Connection, batches: set[tuple[int, str]]) -> None
             {
                 "k_round": key[0],
                 "k_peer": key[1],
-                **_verdict(votes[key], settled.get(key), claimed.get(key), key[0]),
+                **_verdict(
+                    votes[key], outcomes.get(key), claimed.get(key), rules.batch_max_milli(key[0])
+                ),
             }
             for key in chunk
         ]
@@ -203,9 +228,8 @@ def _claims(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, s
     return {(row.round, row.peer): row.claimed_milli for row in conn.execute(query)}
 
 
-def _reward_range(round_: int, claimed: int | None, verified: int | None) -> dict[str, Any]:
+def _reward_range(maximum: int, claimed: int | None, verified: int | None) -> dict[str, Any]:
     """A batch's maximum and whether its claim and verified reward (None: none) are in range."""
-    maximum = batch_reward_max_milli(round_)
     return {
         "reward_max_milli": maximum,
         "claimed_in_range": claimed is not None and in_reward_range(claimed, maximum),
@@ -214,21 +238,20 @@ def _reward_range(round_: int, claimed: int | None, verified: int | None) -> dic
 
 
 def _verdict(
-    votes: list[Any], slashed: bool | None, claimed: int | None, round_: int
+    votes: list[Any], outcome: str | None, claimed: int | None, maximum: int
 ) -> dict[str, Any]:
-    """A batch's derived verdict and range columns from its votes, its settlement (None:
-    unsettled) and its claim (None: not published)."""
+    """A batch's derived verdict and range columns from its votes, its outcome (None:
+    unsettled), its claim (None: not published) and its batch maximum."""
     counted = [vote for vote in votes if vote.counted]
     flags = [vote for vote in counted if vote.is_flag]
     agree_weight = sum(int(vote.weight_wei) for vote in counted if not vote.is_flag)
     flag_weight = sum(int(vote.weight_wei) for vote in flags)
-    outcome = None if slashed is None else "upheld" if slashed else "rejected"
     median = weighted_median_milli(
         [(vote.verified_milli, int(vote.weight_wei)) for vote in counted]
     )
     agreements = len(counted) - len(flags)
-    verified = 0 if outcome == "upheld" else median
-    ranges = _reward_range(round_, claimed, verified)
+    verified = 0 if outcome in _NO_REWARD else median
+    ranges = _reward_range(maximum, claimed, verified)
     in_range = ranges["verified_in_range"]
     return {
         **ranges,
@@ -236,8 +259,8 @@ def _verdict(
         "agreements": agreements,
         "flags": len(flags),
         "verified_milli": verified,
-        "settled": slashed is not None,
-        "slashed": bool(slashed),
+        "settled": outcome is not None,
+        "slashed": outcome == "upheld",
         "agree_weight_wei": _wei_text(agree_weight),
         "flag_weight_wei": _wei_text(flag_weight),
         "ignored": len(votes) - len(counted),
@@ -458,14 +481,15 @@ def _round_votes(conn: Connection, chunk: list[int]) -> dict[int, Any]:
 
 
 def _round_settlements(conn: Connection, chunk: list[int]) -> dict[int, Any]:
+    """Per round: its settled disputes (an outcome that settles, ``OUTCOMES``) and slashes."""
     d = schema.settlements
     query = (
         select(
             d.c.round,
             func.count().label("disputes"),
-            func.coalesce(func.sum(case((d.c.slashed, 1), else_=0)), 0).label("slashes"),
+            func.coalesce(func.sum(case((d.c.outcome == UPHELD, 1), else_=0)), 0).label("slashes"),
         )
-        .where(d.c.round.in_(chunk))
+        .where(d.c.round.in_(chunk), d.c.outcome.in_(list(OUTCOMES)))
         .group_by(d.c.round)
     )
     return {row.round: row for row in conn.execute(query)}

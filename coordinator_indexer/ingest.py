@@ -39,7 +39,7 @@ from coordinator_indexer.records import SealReads, records_of, unstorable
 from coordinator_indexer.store import BlockRef, IndexerState, Store
 from node.chain.deployment import Deployment
 from node.chain.errors import RetryableChainError
-from node.chain.events import ChainEvent, PeerRegistered, RoundSealed
+from node.chain.events import ChainEvent, ParametersScheduled, PeerRegistered, RoundSealed
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,24 @@ class Indexer:
         judging_rounds = self.chain.judging_rounds()
         if state.judging_rounds != judging_rounds:
             state = self.store.note_judging_rounds(judging_rounds)
+        self._read_rules_shapes()
         return state
+
+    def _read_rules_shapes(self) -> None:
+        """n and G of the rules rows indexed before migration 6 (which did not keep them), read
+        again from their ParametersScheduled logs. A log no longer there (a reorg since) is left
+        as it is: the next step rolls its row back."""
+        missing = self.store.rules_without_shape()
+        shapes: dict[tuple[int, int, str], tuple[int, int]] = {}
+        for block in sorted({block for block, _, _ in missing}):
+            for event in self.reader.read(block, block, events=[ParametersScheduled]):
+                if isinstance(event, ParametersScheduled):
+                    key = (event.block_number, event.log_index, event.tx_hash)
+                    shapes[key] = (event.rules.tasks_per_round, event.rules.group_size)
+        found = {key: shapes[key] for key in missing if key in shapes}
+        self.store.fill_rules_shapes(found)
+        if missing:
+            log.info("read n and G of %d of %d rules indexed earlier", len(found), len(missing))
 
     # --------------------------------------------------------------------------------- steps
 

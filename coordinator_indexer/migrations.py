@@ -27,8 +27,8 @@ from sqlalchemy import (
 )
 
 from coordinator_indexer import schema
-from coordinator_indexer.derive import PROTOCOL_MAX_BATCH_MILLI
 from coordinator_indexer.errors import IndexerError
+from coordinator_indexer.round_rules import PROTOCOL_MAX_BATCH_MILLI
 
 _bookkeeping = MetaData()
 schema_migrations = Table(
@@ -126,27 +126,39 @@ _RANGE_TOTALS = {
 }
 
 
+def _add_missing_columns(
+    conn: Connection, columns: tuple[tuple[str, str, str | None], ...]
+) -> None:
+    inspector = inspect(conn)
+    for table, name, default in columns:
+        if name not in {c["name"] for c in inspector.get_columns(table)}:
+            _add_column(conn, table, name, default)
+
+
 def _reward_ranges(conn: Connection) -> None:
     """Rewards count only within [0, batch maximum]: ``unapplied_events``, each batch's maximum
     and range flags, no batch verified with its verified reward out of range, and the peers' and
     rounds' totals recounted (SQL, not derive's code, so that a later schema cannot break this
-    step). Every batch of a database this old is judged by the protocol's limits
-    (derive.PROTOCOL_MAX_BATCH_MILLI)."""
+    step). Every batch of a database this old (its maximum 0: not derived yet, since derive never
+    stores 0) is judged by the protocol's limits (round_rules.PROTOCOL_MAX_BATCH_MILLI)."""
     schema.metadata.create_all(conn, checkfirst=True)
-    inspector = inspect(conn)
-    for table, name, default in _RANGE_COLUMNS:
-        if name not in {c["name"] for c in inspector.get_columns(table)}:
-            _add_column(conn, table, name, default)
+    _add_missing_columns(conn, _RANGE_COLUMNS)
     conn.execute(
         text(
             "UPDATE publications SET reward_max_milli = :top, "
             "claimed_in_range = (claimed_milli BETWEEN 0 AND :top), "
             "verified_in_range = CASE WHEN verified_milli IS NULL THEN NULL "
-            "ELSE (verified_milli BETWEEN 0 AND :top) END"
+            "ELSE (verified_milli BETWEEN 0 AND :top) END WHERE reward_max_milli = 0"
         ),
         {"top": PROTOCOL_MAX_BATCH_MILLI},
     )
     conn.execute(text("UPDATE publications SET verified = false WHERE NOT verified_in_range"))
+    _recount_totals(conn)
+
+
+def _recount_totals(conn: Connection) -> None:
+    """The peers' and rounds' totals over their batches' columns (``_RANGE_TOTALS``) and the
+    peers' verified batches."""
     verified = {"verified_batches": "CASE WHEN p.verified THEN 1 ELSE 0 END"}
     for table, key, column, totals in (
         ("peers", "address", "peer", {**_RANGE_TOTALS, **verified}),
@@ -160,6 +172,54 @@ def _reward_ranges(conn: Connection) -> None:
         conn.execute(text(f"UPDATE {table} SET {assignments}"))
 
 
+#: Columns step 6 adds: (table, column, NOT NULL default or None).
+_V3_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("settlements", "outcome", "0"),
+    ("rules", "tasks_per_round", None),
+    ("rules", "group_size", None),
+)
+_UPHELD, _REJECTED, _INCONCLUSIVE = 2, 3, 4  # VerdictState (docs/PROTOCOL.md, "Outcome")
+
+
+def _settled_outcome(slashed: bool, flag_weight: str, agree_weight: str) -> int:
+    """The outcome of a settlement kept without it: the contract's rule, upheld when slashed,
+    else rejected when the agreements outweighed the flags, else inconclusive."""
+    if slashed:
+        return _UPHELD
+    return _REJECTED if int(agree_weight) > int(flag_weight) else _INCONCLUSIVE
+
+
+def _inconclusive(conn: Connection) -> None:
+    """Protocol v3: ``settlements.outcome`` (an older indexer kept only whether the flags won, and
+    took a tie for rejected), worked out from the weights each settlement was decided on; an
+    inconclusive batch is no longer verified and earns 0 verified reward, and the peers' and
+    rounds' totals are recounted. ``rules`` gains n and G, unknown here (NULL: the protocol's
+    bound, which every batch of a database this old has): ``Indexer.prepare`` reads them from
+    the events again. SQL and Python of its own, not derive's code (see step 5)."""
+    _add_missing_columns(conn, _V3_COLUMNS)
+    kept = conn.execute(
+        text(
+            "SELECT round, subject, slashed, flag_weight_wei, agree_weight_wei FROM settlements "
+            "WHERE outcome = 0"
+        )
+    ).all()
+    for row in kept:
+        conn.execute(
+            text("UPDATE settlements SET outcome = :o WHERE round = :r AND subject = :s"),
+            {"o": _settled_outcome(bool(row[2]), row[3], row[4]), "r": row[0], "s": row[1]},
+        )
+    conn.execute(
+        text(
+            "UPDATE publications SET outcome = 'inconclusive', verified = false, "
+            "verified_milli = 0, verified_in_range = true WHERE EXISTS (SELECT 1 FROM "
+            "settlements s WHERE s.round = publications.round AND s.subject = publications.peer "
+            "AND s.outcome = :o)"
+        ),
+        {"o": _INCONCLUSIVE},
+    )
+    _recount_totals(conn)
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
@@ -167,6 +227,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (3, "endpoints: the store endpoints peers announced", _endpoints),
     (4, "protocol v2: seals, votes, settlements, duties and the v2 columns", _protocol_v2),
     (5, "rewards count only within [0, batch maximum]; unapplied events", _reward_ranges),
+    (6, "protocol v3: inconclusive settlements, n and G of the rules", _inconclusive),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

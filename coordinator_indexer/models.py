@@ -13,14 +13,15 @@ from pydantic import BaseModel, Field
 
 #: The one definition of a verified batch (coordinator_indexer.derive.batch_is_verified).
 VERIFIED = (
-    "at least one committee vote agreed, the batch was not upheld (slashed), its verified reward "
-    "is not out of range, and it was settled rejected or its agreeing vote weight is at least its "
-    "flagging weight"
+    "at least one committee vote agreed, its agreeing vote weight is at least its flagging "
+    "weight, it was neither upheld (slashed) nor inconclusive, and its verified reward is not out "
+    "of range"
 )
-#: When a reward counts (coordinator_indexer.derive.batch_reward_max_milli).
+#: When a reward counts (coordinator_indexer.round_rules.batch_reward_max_milli).
 RANGE = (
     "a batch's claim and verified reward count only within [0, its batch maximum] (n x G x 1000 "
-    "milli-units: 2,048 reward at most); one outside is shown as it is and counts 0"
+    "milli-units of its round's rules: 2,048 reward at most); one outside is shown as it is and "
+    "counts 0"
 )
 #: Committee duty (coordinator_indexer.derive, "Committee duty").
 DUTY = (
@@ -36,7 +37,7 @@ class LeaderboardEntry(BaseModel):
     status: Literal["active", "exiting", "withdrawn"]
     verified_reward: float = Field(
         description="Sum over the peer's batches of their verified reward (stake-weighted median "
-        f"of the committee's revealed sums; 0 for an upheld batch); {RANGE}."
+        f"of the committee's revealed sums; 0 for an upheld or inconclusive batch); {RANGE}."
     )
     claimed_reward: float = Field(
         description=f"Sum of the rewards the peer itself claimed; {RANGE}."
@@ -97,9 +98,13 @@ class Batch(BaseModel):
     claimed_reward: float = Field(description="The publisher's rewardSum, as claimed.")
     verified_reward: float | None = Field(
         description="Stake-weighted median of the committee's revealed reward sums (0 once "
-        "upheld), as it came out; None until a committee vote counts."
+        "upheld or inconclusive), as it came out; None until a committee vote counts."
     )
-    reward_max: float = Field(description="The batch maximum: the most the batch can be worth.")
+    reward_max: float = Field(
+        description="The batch maximum, the most the batch can be worth: n x G x 1000 "
+        "milli-units of its round's rules (tasksPerRound, groupSize), or 2,048 where the indexer "
+        "does not know them."
+    )
     claimed_in_range: bool = Field(
         description="Whether the claim lies within [0, reward_max] (only then does it count)."
     )
@@ -113,9 +118,12 @@ class Batch(BaseModel):
     agree_weight_wei: str = Field(description="Vote weight of the agreeing committee votes.")
     flag_weight_wei: str = Field(description="Vote weight of the flagging committee votes.")
     ignored: int = Field(description="Revealed items that did not count (VerdictIgnored).")
-    outcome: Literal["upheld", "rejected"] | None = Field(
-        description="Settlement: upheld (slashed), rejected; null while not settled (a batch "
-        "nobody flagged is never settled)."
+    outcome: Literal["upheld", "rejected", "inconclusive"] | None = Field(
+        description="Settlement (DisputeSettled.outcome): upheld (the flags won: slashed, no "
+        "verified reward), rejected (the agreements outweighed the flags), inconclusive (neither "
+        "side won: nobody slashed, the flags' bonds returned, no verified reward); null while not "
+        "settled (a batch nobody flagged is never settled, and an outcome that is no such state "
+        "settles nothing)."
     )
     verified: bool = Field(description=f"Whether the batch is verified: {VERIFIED}.")
     settled: bool
@@ -193,8 +201,8 @@ class RoundEntry(BaseModel):
     attested_batches: int
     attestations: int
     flags: int
-    disputes: int
-    slashes: int
+    disputes: int = Field(description="Settled disputes: upheld, rejected or inconclusive.")
+    slashes: int = Field(description="Of those, upheld ones.")
     sealed: bool = Field(description="Whether the round's committees were drawn (RoundSealed).")
     seats: int = Field(description="Committee seats held on the round's batches, all peers.")
     seats_done: int = Field(description="Of those, seats with a revealed verdict.")

@@ -93,19 +93,22 @@ def _name(name: str) -> str:
 
 @dataclass
 class Touched:
-    """Keys whose derived rows need recomputing after rows were added or removed."""
+    """Keys whose derived rows need recomputing after rows were added or removed; ``rules``:
+    a ParametersScheduled (kept or refused) was, so batch maxima may have changed."""
 
     peers: set[str] = field(default_factory=set)
     rounds: set[int] = field(default_factory=set)
     batches: set[tuple[int, str]] = field(default_factory=set)  # (round, subject)
+    rules: bool = False
 
     def update(self, other: Touched) -> None:
         self.peers |= other.peers
         self.rounds |= other.rounds
         self.batches |= other.batches
+        self.rules |= other.rules
 
     def __bool__(self) -> bool:
-        return bool(self.peers or self.rounds or self.batches)
+        return bool(self.peers or self.rounds or self.batches or self.rules)
 
     def batch(self, round_: int, subject: str, *peers: str) -> None:
         """A (round, subject) batch changed, and with it these peers and the round."""
@@ -145,6 +148,8 @@ def records_of(
     for log in refused:
         data = json.dumps({"topics": list(log.topics), "data": log.data})
         _add_unapplied(records, log, log.event, log.reason, data)
+        if log.event == "ParametersScheduled":  # its rounds' rules are now unknown
+            records.touched.rules = True
     return records
 
 
@@ -359,6 +364,7 @@ def _add_verdict_event(records: Records, event: ChainEvent) -> bool:  # noqa: C9
             touched.peers.add(event.attester)
         case ParametersScheduled():
             rows[schema.rules].append(_rules_row(event))
+            touched.rules = True
         case Claimed():
             rows[schema.claims].append(
                 {**_position(event), "account": event.account, "amount_wei": str(event.amount)}
@@ -373,6 +379,7 @@ def _settlement_row(event: DisputeSettled) -> dict[str, Any]:
         **_position(event),
         "round": event.round,
         "subject": event.subject,
+        "outcome": event.outcome,  # as emitted: derive reads it (any uint8)
         "slashed": event.slashed,
         "amount_wei": str(event.amount),
         "flag_weight_wei": str(event.flag_weight),
@@ -407,6 +414,8 @@ def _rules_row(event: ParametersScheduled) -> dict[str, Any]:
         "slash_bps": rules.slash_bps,
         "reward_bps": rules.reward_bps,
         "tip_bps": rules.tip_bps,
+        "tasks_per_round": rules.tasks_per_round,
+        "group_size": rules.group_size,
     }
 
 

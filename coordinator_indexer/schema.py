@@ -25,14 +25,17 @@ never stops on a chain's data):
   sorting, is capped at 2^63 - 1;
 - rewards are the protocol's int64 milli-units (docs/PROTOCOL.md, "Rewards in milli-units"), stored
   exactly as claimed or revealed. A batch's claim and verified reward count towards totals only
-  within [0, its batch maximum] (``publications.reward_max_milli``, from
-  ``derive.batch_reward_max_milli``), so every total is a sum of values of at most 2,048,000 and
-  cannot overflow int64 (that would take 4.5 * 10^12 batches);
+  within [0, its batch maximum] (``publications.reward_max_milli``: n x G x 1000 of the round's
+  rules, ``round_rules``), so every total is a sum of values of at most 2,048,000 and cannot
+  overflow int64 (that would take 4.5 * 10^12 batches);
 - rounds are ``uint64``; the tables hold int64. An event whose round (a key) is above 2^63 - 1 is
   kept as it is in ``unapplied_events`` and applied to nothing; a round that is no key (when stake
   counts, when an exit may withdraw, when rules apply) is capped at 2^63 - 1 ("never");
 - a log the event decoder refuses (rules outside the contract's bounds, a name that is not UTF-8)
-  is kept as raw topics and data in ``unapplied_events`` too;
+  is kept as raw topics and data in ``unapplied_events`` too (a refused ``ParametersScheduled``
+  still tells that its rounds' rules are unknown, ``round_rules``);
+- ``DisputeSettled.outcome`` is kept as emitted (any ``uint8``); a value that is no settled
+  ``VerdictState`` (2 upheld, 3 rejected, 4 inconclusive) leaves its batch unsettled;
 - counts are ``uint32`` and fit a 64-bit column; names have NUL replaced (Postgres text cannot hold
   it) and are cut to 128 characters.
 """
@@ -148,10 +151,11 @@ publications = Table(
     Column("agree_weight_wei", WEI, nullable=False, default="0"),
     Column("flag_weight_wei", WEI, nullable=False, default="0"),
     Column("ignored", Integer, nullable=False, default=0),
-    Column("outcome", String(16), nullable=True),  # upheld | rejected | NULL (not settled)
+    # upheld | rejected | inconclusive | NULL (not settled: derive.settlement_outcome)
+    Column("outcome", String(16), nullable=True),
     Column("verified", Boolean, nullable=False, default=False),  # derive.batch_is_verified
-    # the batch maximum (derive.batch_reward_max_milli) and whether the claim and the verified
-    # reward lie in [0, maximum] (only then do they count; NULL: no verified reward)
+    # the batch maximum (round_rules: n x G x 1000 of the round's rules) and whether the claim
+    # and the verified reward lie in [0, maximum] (only then do they count; NULL: none)
     Column("reward_max_milli", BigInteger, nullable=False, default=0),
     Column("claimed_in_range", Boolean, nullable=False, default=False),
     Column("verified_in_range", Boolean, nullable=True),
@@ -211,12 +215,15 @@ votes = Table(
     Index("ix_votes_block", "block_number"),
 )
 
-# DisputeSettled (v2): the weights it was decided on, who settled it and the tip.
+# DisputeSettled (v2): the outcome as emitted (VerdictState, uint8: 2 upheld, 3 rejected,
+# 4 inconclusive; another value settles nothing), the weights it was decided on, who settled it and
+# the tip. slashed: outcome 2.
 settlements = Table(
     "settlements",
     metadata,
     Column("round", BigInteger, primary_key=True),
     Column("subject", ADDRESS, primary_key=True),
+    Column("outcome", Integer, nullable=False),
     Column("slashed", Boolean, nullable=False),
     Column("amount_wei", WEI, nullable=False),
     Column("flag_weight_wei", WEI, nullable=False),
@@ -252,7 +259,9 @@ agreement_penalties = Table(
     Index("ix_agreement_penalties_block", "block_number"),
 )
 
-# ParametersScheduled: one row per event (a later one may replace a pending one on-chain).
+# ParametersScheduled: one row per event (a later one may replace a pending one on-chain;
+# round_rules rebuilds the contract's history). tasks_per_round and group_size: n and G, NULL in a
+# row indexed before migration 6 until Indexer.prepare reads its event again.
 rules = Table(
     "rules",
     metadata,
@@ -266,6 +275,8 @@ rules = Table(
     Column("slash_bps", Integer, nullable=False),
     Column("reward_bps", Integer, nullable=False),
     Column("tip_bps", Integer, nullable=False),
+    Column("tasks_per_round", Integer, nullable=True),
+    Column("group_size", Integer, nullable=True),
     PrimaryKeyConstraint("block_number", "log_index"),
 )
 

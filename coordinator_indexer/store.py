@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, or_, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -31,6 +31,7 @@ from coordinator_indexer.derive import recompute
 from coordinator_indexer.errors import ConcurrentWriter, ConfigError, DeploymentMismatch
 from coordinator_indexer.migrations import migrate
 from coordinator_indexer.records import Records, Touched
+from coordinator_indexer.round_rules import SCHEDULED
 from node.chain.deployment import Deployment
 
 
@@ -208,6 +209,29 @@ class Store:
         with self.engine.connect() as conn:
             return set(conn.execute(select(schema.registrations.c.peer)).scalars())
 
+    def rules_without_shape(self) -> list[tuple[int, int, str]]:
+        """(block, log index, tx hash) of the rules rows whose n and G are not known (indexed
+        before migration 6)."""
+        r = schema.rules
+        query = select(r.c.block_number, r.c.log_index, r.c.tx_hash).where(
+            or_(r.c.tasks_per_round.is_(None), r.c.group_size.is_(None))
+        )
+        with self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(query)]  # type: ignore[misc]
+
+    def fill_rules_shapes(self, shapes: dict[tuple[int, int, str], tuple[int, int]]) -> None:
+        """Sets n and G of the rules rows at (block, log index, tx hash), as their events say, and
+        recomputes the batch maxima they change (one transaction)."""
+        if not shapes:
+            return
+        r = schema.rules
+        with self.engine.begin() as conn:
+            for (block, index, tx_hash), (tasks, group) in shapes.items():
+                where = (r.c.block_number == block, r.c.log_index == index, r.c.tx_hash == tx_hash)
+                shape = {"tasks_per_round": tasks, "group_size": group}
+                conn.execute(r.update().where(*where).values(shape))
+            recompute(conn, Touched(rules=True))
+
     def note_head(self, head: int) -> None:
         """Records the chain head seen at a poll that had nothing new to apply (for the lag)."""
         with self.engine.begin() as conn:
@@ -330,7 +354,16 @@ def _touched_above(conn: Connection, number: int) -> Touched:
         touched.batch(row.round, row.subject, row.attester)
     for row in conn.execute(select(d.c.round, d.c.subject).where(d.c.block_number > number)):
         touched.batch(row.round, row.subject)
+    touched.rules = _rules_above(conn, number)
     return touched
+
+
+def _rules_above(conn: Connection, number: int) -> bool:
+    """Whether a ParametersScheduled, kept or refused, lies above block ``number``."""
+    r, u = schema.rules, schema.unapplied_events
+    kept = select(r.c.block_number).where(r.c.block_number > number)
+    refused = select(u.c.block_number).where(u.c.block_number > number, u.c.event == SCHEDULED)
+    return any(conn.execute(query.limit(1)).first() is not None for query in (kept, refused))
 
 
 def _safe(url: str) -> str:

@@ -192,6 +192,7 @@ function weightEth(wei) {
 function outcomeText(batch) {
   if (batch.outcome === "upheld") return "upheld (slashed)";
   if (batch.outcome === "rejected") return "flags rejected";
+  if (batch.outcome === "inconclusive") return "inconclusive (no reward)";
   if (batch.flags) return "flagged, not settled";
   if (batch.attestations) return "agreed";
   return "no committee vote";

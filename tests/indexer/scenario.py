@@ -246,3 +246,68 @@ def play(
         if between is not None:
             between(phase)
     return swarm
+
+
+# ------------------------------------------------------------ a tie: an inconclusive settlement
+
+#: Four 1-ETH peers: sam and oli publish in round t, ann and flo judge sam's batch.
+TIE_NAMES = ("sam", "oli", "ann", "flo")
+#: The test deployment's batch maximum: n x G x 1000 with n = G = 4 (tests/chain_fixtures.py).
+TIE_MAX = 4 * 4 * 1000
+TIE_CLAIMS = {"sam": TIE_MAX, "oli": TIE_MAX + 1}  # oli claims one milli-unit over the maximum
+#: attester -> (verified reward sum for sam's batch, is a flag); 1 ETH of vote weight each
+TIE_VOTES = {"ann": (TIE_MAX, False), "flo": (2000, True)}
+#: The weighted median of the tie: each value holds exactly half the weight, so the mean.
+TIE_MEDIAN = (TIE_MAX + 2000) // 2
+
+
+def _tie_item(swarm: Swarm, attester: str) -> list[VerdictItem]:
+    value, flag = TIE_VOTES[attester]
+    checked = 8
+    return [
+        VerdictItem(
+            subject=swarm.address("sam"),
+            checked=checked,
+            agreed=checked - 1 if flag else checked,
+            verified_reward_sum=value,
+        )
+    ]
+
+
+def play_tie(
+    chain: ChainControl,
+    client_for: Callable[..., CoordinatorClient],
+    accounts: Sequence[LocalAccount],
+) -> Swarm:
+    """Round t: sam claims the batch maximum (16,000) and oli one more; t is sealed, and ann
+    agrees with sam's batch (16,000) while flo flags it (2,000), 1 ETH of weight each; the reveal
+    phase ends (``settle_tie`` settles it)."""
+    clients = {}
+    for name, account in zip(TIE_NAMES, accounts, strict=False):
+        clients[name] = client_for(account)
+        clients[name].register(name, ETHER)
+    swarm = Swarm(round=chain.current_round() + 1, clients=clients)
+    t = swarm.round
+    chain.warp_to_round(t)
+    for name, claim in TIE_CLAIMS.items():
+        clients[name].publish_rollouts(t, digest(name, t), 4, 16, claim)
+    chain.warp_to_round(t + 3)
+    clients["oli"].seal_round(t)
+    for attester in TIE_VOTES:
+        salt = swarm.salts.setdefault((attester, 0), new_salt())
+        items = _tie_item(swarm, attester)
+        commitment = ballot_commitment(swarm.address(attester), t, items, salt)
+        clients[attester].commit_verdicts(t, commitment)
+    chain.warp_to_round(t + 5)
+    for attester in TIE_VOTES:
+        clients[attester].reveal_verdicts(t, _tie_item(swarm, attester), swarm.salts[(attester, 0)])
+    chain.warp_to_round(t + 7)
+    return swarm
+
+
+def settle_tie(swarm: Swarm) -> None:
+    """Settles sam's batch (a tie: Inconclusive, nobody slashed) and resolves flo's flag (its bond
+    comes back: FlagResolved(upheld = false, amount = 0))."""
+    t, oli = swarm.round, swarm.clients["oli"]
+    oli.settle(t, swarm.address("sam"))
+    oli.resolve_flag(t, swarm.address("sam"), swarm.address("flo"))

@@ -22,19 +22,26 @@ from tests.indexer.scenario import (
     EXPECTED_STAKE_WEI,
     EXPECTED_VERIFIED,
     NAMES,
+    TIE_CLAIMS,
+    TIE_MAX,
+    TIE_MEDIAN,
     Swarm,
     play,
+    play_tie,
+    settle_tie,
 )
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def start_service(chain, deployment, tmp_path, **ingest: object) -> IndexerService:
+def start_service(
+    chain, deployment, tmp_path, db_url: str | None = None, **ingest: object
+) -> IndexerService:
     settings = ServiceSettings(
         rpc_url=chain.w3.provider.endpoint_uri,
         deployment=deployment.save(tmp_path / "deployment.json"),
-        db_url=f"sqlite:///{tmp_path / 'api.db'}",
+        db_url=db_url or f"sqlite:///{tmp_path / 'api.db'}",
         port=0,
         ingest=IngestSettings(**{"confirmations": 6, "poll_interval": 0.05, **ingest}),
     )
@@ -409,3 +416,60 @@ def test_the_listening_socket_says_tcp_so_keep_alive_answers_are_not_delayed() -
         assert sock.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+def _sams_batch(service: IndexerService, swarm: Swarm, chain) -> dict:
+    head = chain.w3.eth.block_number
+    wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
+    (batch,) = get(service, f"/api/peers/{swarm.address('sam')}").json()["batches"]
+    return batch
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_a_tie_is_inconclusive_and_earns_no_verified_reward(
+    chain, client_for, dev_accounts, deployment, tmp_path, request, database
+) -> None:
+    """One flag against one agreement of the same weight (scenario.play_tie). Unsettled, the
+    batch is verified with its median: the agreements are not outweighed. Settled, the contract
+    calls it Inconclusive: nobody is slashed, the flag's bond comes back, and the batch is neither
+    verified nor rejected and earns 0. The batch maximum is the test deployment's n x G x 1000
+    (16,000): sam's claim of 16,000 counts, oli's 16,001 does not."""
+    swarm = play_tie(chain, client_for, dev_accounts[1:])
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    service = start_service(chain, deployment, tmp_path, db_url=url)
+    try:
+        sam = _sams_batch(service, swarm, chain)
+        assert (sam["outcome"], sam["settled"], sam["verified"]) == (None, False, True)
+        assert sam["verified_reward"] == TIE_MEDIAN / 1000 == 9.0
+        settle_tie(swarm)
+        sam = _sams_batch(service, swarm, chain)
+        board = {e["name"]: e for e in get(service, "/api/leaderboard").json()["entries"]}
+        one = get(service, f"/api/rounds/{swarm.round}").json()
+        stats = get(service, "/api/stats").json()
+        flo = get(service, f"/api/peers/{swarm.address('flo')}").json()
+        (oli,) = get(service, f"/api/peers/{swarm.address('oli')}").json()["batches"]
+    finally:
+        service.stop()
+    assert (sam["outcome"], sam["settled"], sam["slashed"], sam["verified"]) == (
+        "inconclusive",
+        True,
+        False,
+        False,
+    )
+    assert (sam["verified_reward"], sam["verified_in_range"]) == (0.0, True)
+    assert (sam["agreements"], sam["flags"]) == (1, 1)
+    assert sam["agree_weight_wei"] == sam["flag_weight_wei"] == str(ETHER)
+    assert (board["sam"]["verified_reward"], board["sam"]["verified_batches"]) == (0.0, 0)
+    assert board["sam"]["slashes"] == 0 and board["sam"]["stake_wei"] == str(ETHER)
+    assert [c["kind"] for c in flo["stake_history"]] == ["register"]  # no forfeit: bond back
+    assert flo["stake_wei"] == str(ETHER)
+    assert (one["disputes"], one["slashes"], one["verified_reward"]) == (1, 0, 0.0)
+    assert (stats["verified_batches"], stats["batches"], stats["slashes"]) == (0, 2, 0)
+    # the batch maximum of the test deployment's rules, as rulesAt says
+    assert swarm.clients["sam"].rules_at(swarm.round).max_reward_milli == TIE_MAX
+    assert sam["reward_max"] == oli["reward_max"] == TIE_MAX / 1000 == 16.0
+    assert (sam["claimed_reward"], sam["claimed_in_range"]) == (16.0, True)
+    assert (oli["claimed_reward"], oli["claimed_in_range"]) == (TIE_CLAIMS["oli"] / 1000, False)
+    assert (board["sam"]["claimed_reward"], board["oli"]["claimed_reward"]) == (16.0, 0.0)
+    assert board["oli"]["out_of_range_batches"] == 1
+    assert (stats["claimed_reward"], stats["out_of_range_batches"]) == (16.0, 1)

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.indexer.scenario import ETHER, EXPECTED_DUTY, EXPECTED_VERIFIED, play
+from tests.indexer.scenario import (
+    ETHER,
+    EXPECTED_DUTY,
+    EXPECTED_VERIFIED,
+    play,
+    play_tie,
+    settle_tie,
+)
 from tests.indexer.test_api import caught_up, start_service
 from tests.waiting import wait_for
 
@@ -118,6 +125,35 @@ def test_the_page_shows_the_chains_ranking(
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot: {shot}")
         assert shot.stat().st_size > 10_000
+        assert problems == []
+    finally:
+        page.close()
+        service.stop()
+
+
+def test_the_page_shows_an_inconclusive_batch_as_such(
+    browser, chain, client_for, dev_accounts, deployment, tmp_path
+) -> None:
+    """A tie (scenario.play_tie) settled Inconclusive: its batch reads inconclusive, earns 0, and
+    is shown neither as rejected nor as upheld."""
+    swarm = play_tie(chain, client_for, dev_accounts[1:])
+    settle_tie(swarm)
+    service = start_service(chain, deployment, tmp_path)
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    try:
+        head = chain.w3.eth.block_number
+        wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
+        page.goto(service.url + "?refresh=1")
+        page.locator(f'tr[data-address="{swarm.address("sam")}"]').click()
+        batch = page.locator(f'#batch-rows tr[data-round="{swarm.round}"]')
+        batch.wait_for(timeout=10_000)
+        outcome = batch.locator(".outcome")
+        assert "inconclusive" in outcome.inner_text()
+        assert "rejected" not in outcome.inner_text() and "upheld" not in outcome.inner_text()
+        assert "inconclusive" in (outcome.get_attribute("class") or "")
+        assert float(batch.locator(".verified").inner_text()) == 0
         assert problems == []
     finally:
         page.close()

@@ -22,11 +22,12 @@ from sqlalchemy import select
 from web3 import Web3
 
 from coordinator_indexer import schema
-from coordinator_indexer.derive import PROTOCOL_MAX_BATCH_MILLI
 from coordinator_indexer.ingest import Indexer, IngestSettings
+from coordinator_indexer.round_rules import PROTOCOL_MAX_BATCH_MILLI
 from coordinator_indexer.service import IndexerService, ServiceSettings
 from coordinator_indexer.store import Store
 from node.chain.models import weighted_median_milli
+from tests.chain_fixtures import TEST_RETRY
 from tests.indexer.emitter import (  # noqa: F401 - fixtures
     I64_MAX,
     I64_MIN,
@@ -41,7 +42,6 @@ from tests.indexer.emitter import (  # noqa: F401 - fixtures
     encode_event,
     rules_answer,
 )
-from tests.chain_fixtures import TEST_RETRY
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.indexer.test_reorg import tables
 from tests.waiting import wait_for
@@ -301,7 +301,7 @@ def play_extremes(source: Emitter) -> None:
             ("DisputeSettled", {"round": R, "subject": address("puppet"), "outcome": 2,
                                 "settler": settler, **settled}),  # upheld: slashes 2^256 - 1
             ("DisputeSettled", {"round": R, "subject": address("alice"), "outcome": 255,
-                                "settler": settler, **settled}),  # no VerdictState: not slashed
+                                "settler": settler, **settled}),  # no VerdictState: settles nothing
             ("DisputeSettled", {"round": U64, "subject": address("alice"), "outcome": 2,
                                 "settler": settler, **settled}),
             ("FlagResolved", {"round": R, "subject": address("alice"),
@@ -376,6 +376,7 @@ def test_every_numeric_field_at_its_extremes_is_ingested_and_ranks_nothing(
     alice = get(service, f"/api/peers/{address('alice')}")
     assert [b["round"] for b in alice["batches"]] == [R]
     assert (alice["batches"][0]["groups"], alice["batches"][0]["completions"]) == (U32, U32)
+    assert (alice["batches"][0]["outcome"], alice["batches"][0]["settled"]) == (None, False)
     assert alice["endpoint"]["data"] == "0x" + "ff" * 4096
 
     judged = get(service, f"/api/rounds/{R}")
@@ -501,3 +502,132 @@ def test_a_reorg_takes_unapplied_and_out_of_range_rows_back(
     fresh.sync()
     assert tables(following.store) == tables(fresh.store)
     assert following.store.counts()["unapplied_events"] == 0
+
+
+# ------------------------------------------------------- outcomes and rules no coordinator emits
+
+
+def settled_with(round_: int, subject: str, outcome: int) -> tuple[str, dict]:
+    """A settlement of (R, ``subject``) with ``outcome``, its flags outweighed 1 ETH to 2."""
+    values = {
+        "round": round_,
+        "subject": address(subject),
+        "outcome": outcome,
+        "amount": 0,
+        "flagWeight": ETHER,
+        "agreeWeight": 2 * ETHER,
+        "settler": address("bob"),
+        "tip": 0,
+    }
+    return ("DisputeSettled", values)
+
+
+def scheduled(from_round: int, tasks: int, group: int) -> tuple[str, dict]:
+    """ParametersScheduled of the test deployment's rules with n = ``tasks``, G = ``group``."""
+    rules = rules_answer(fromRound=from_round, tasksPerRound=tasks, groupSize=group)
+    return ("ParametersScheduled", {"fromRound": from_round, "minStake": ETHER, "rules": rules})
+
+
+#: DisputeSettled.outcome -> (outcome shown, settled, verified, verified reward) of a batch that
+#: ann (2 ETH, 5.0) agreed with and flo (1 ETH, 1.0) flagged: only 2, 3 and 4 settle it.
+OUTCOME_CASES = {
+    0: (None, False, True, 5.0),  # VerdictState None
+    1: (None, False, True, 5.0),  # Published
+    2: ("upheld", True, False, 0.0),
+    3: ("rejected", True, True, 5.0),
+    4: ("inconclusive", True, False, 0.0),
+    255: (None, False, True, 5.0),  # no VerdictState at all
+}
+#: round -> (n, G) scheduled from it, and the batch maximum of that round (n or G out of
+#: bounds: the decoder refuses the rules, which leaves them unknown: the protocol's bound)
+SHAPES = {0: ((4, 4), 16_000), 100: ((U16, U16), 2_048_000), 200: ((0, 1), 2_048_000),
+          300: ((8, 2), 16_000), 400: ((64, 33), 2_048_000)}  # fmt: skip
+
+
+def play_outcomes_and_shapes(source: Emitter) -> None:
+    """Round R: one batch per outcome value of OUTCOME_CASES; pat claims 16,001 in every round
+    of SHAPES."""
+    judged = [f"outcome-{value}" for value in OUTCOME_CASES]
+    source.emit_many(
+        [registered(name, ETHER) for name in ("ann", "flo", "pat", *judged)]
+        + [scheduled(round_, *shape) for round_, (shape, _) in SHAPES.items()]
+    )
+    source.emit_many(
+        [published(R, name, 5000) for name in judged]
+        + [published(round_, "pat", 16_001) for round_ in SHAPES]
+    )
+    source.emit_many(
+        [revealed(R, name, "ann", 5000, 2 * ETHER) for name in judged]
+        + [revealed(R, name, "flo", 1000, ETHER, agreed=7) for name in judged]
+    )
+    source.emit_many(
+        [settled_with(R, f"outcome-{value}", value) for value in OUTCOME_CASES]
+        + [("FlagResolved", {"round": R, "subject": address("outcome-4"),
+                             "flagger": address("flo"), "upheld": False, "amount": 0})]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_any_outcome_and_any_rules_shape_are_taken_for_what_they_are(
+    emitter, serve, request, tmp_path, database  # noqa: F811 - fixture
+) -> None:
+    """DisputeSettled.outcome 2, 3 and 4 settle a batch (upheld, rejected, inconclusive); 0, 1
+    and 255 settle nothing. Rules whose n or G the contract would refuse (the decoder does too)
+    give their rounds the protocol's bound; valid ones their n x G x 1000."""
+    play_outcomes_and_shapes(emitter)
+    service = serve(database_url(request, database, tmp_path))
+    caught_up(service, emitter.w3)
+    for value, (outcome, settled, verified, reward) in OUTCOME_CASES.items():
+        (batch,) = get(service, f"/api/peers/{address(f'outcome-{value}')}")["batches"]
+        shown = (batch["outcome"], batch["settled"], batch["verified"], batch["verified_reward"])
+        assert shown == (outcome, settled, verified, reward), value
+        assert batch["slashed"] == (value == 2)
+    judged = get(service, f"/api/rounds/{R}")
+    assert (judged["disputes"], judged["slashes"]) == (3, 1)
+    assert judged["verified_reward"] == 5.0 * 4  # 0, 1, 3 and 255
+    flo = get(service, f"/api/peers/{address('flo')}")
+    assert [c["kind"] for c in flo["stake_history"]] == ["register"]  # inconclusive: bond back
+    pat = {b["round"]: b for b in get(service, f"/api/peers/{address('pat')}")["batches"]}
+    for round_, (_, maximum) in SHAPES.items():
+        assert pat[round_]["reward_max"] == maximum / 1000, round_
+        assert pat[round_]["claimed_in_range"] == (16_001 <= maximum), round_
+    stats = get(service, "/api/stats")
+    assert stats["unapplied_events"] == 3  # the rules of rounds 100, 200 and 400
+    assert stats["verified_batches"] == 4 and get_health(service)["status"] == "ok"
+
+
+def test_a_reorg_takes_rules_back_and_the_batch_maxima_with_them(
+    emitter, open_store, sqlite_url  # noqa: F811 - fixture
+) -> None:
+    """Rules scheduled from a round whose batches exist already (a stand-in can) change their
+    maxima, kept or refused; a reorg that removes the rules restores them."""
+
+    def indexer(name: str) -> Indexer:
+        made = Indexer(
+            emitter.w3,
+            emitter.deployment,
+            open_store(sqlite_url(name)),
+            IngestSettings(confirmations=10, poll_interval=0.05),
+            retry=TEST_RETRY,
+        )
+        made.prepare()
+        return made
+
+    def maximum(made: Indexer) -> int:
+        with made.store.engine.connect() as conn:
+            return conn.execute(select(schema.publications.c.reward_max_milli)).scalar_one()
+
+    emitter.emit_many([scheduled(0, 4, 4), registered("pat", ETHER), published(R, "pat", 16_001)])
+    following = indexer("following")
+    following.sync()
+    assert maximum(following) == 16_000
+    for shape, changed in (((U16, 2), 2_048_000), ((8, 8), 64_000)):
+        emitter.emit_many([scheduled(R, *shape)])
+        following.sync()
+        assert maximum(following) == changed
+        emitter.w3.provider.make_request("anvil_reorg", [1, []])  # type: ignore[attr-defined]
+        following.sync()
+        assert maximum(following) == 16_000
+    fresh = indexer("fresh")
+    fresh.sync()
+    assert tables(following.store) == tables(fresh.store)

@@ -207,3 +207,32 @@ def test_a_chain_without_the_deployment_block_is_refused(
     )
     with pytest.raises(DeploymentMismatch, match="was the chain reset"):
         Indexer(w3, moved, open_store(sqlite_url()), retry=TEST_RETRY).prepare()
+
+
+def test_the_batch_maximum_is_n_times_g_of_the_rules_of_its_round(
+    chain, client_for, dev_accounts, make_indexer
+) -> None:
+    """The rules history rebuilt from ParametersScheduled, as the contract keeps it: the owner
+    schedules n = 2, G = 2 (from c + J + 1) and, two rounds later and before they start, n = 3,
+    G = 2 (from c + 2 + J + 1), which replaces them. Each batch's maximum is rulesAt(round)'s
+    n x G x 1000: the deployment's 16,000 up to the second schedule's round, then 6,000."""
+    owner = client_for(dev_accounts[0])
+    publisher = client_for(dev_accounts[1])
+    publisher.register("pat", ETHER)
+    c = chain.current_round()
+    base = owner.rules_at(c)
+    for when, n in ((c, 2), (c + 2, 3)):
+        chain.warp_to_round(when)
+        shape = {"tasks_per_round": n, "group_size": 2}
+        owner.schedule_parameters(ETHER, base.model_copy(update=shape))
+    rounds = (c + 2, c + 6, c + 7, c + 8, c + 9)  # c + 6: the replaced entry's round
+    for round_ in rounds:
+        chain.warp_to_round(round_)
+        publisher.publish_rollouts(round_, b"\x01" * 32, 4, 16, 6000)
+    indexer = make_indexer()
+    indexer.sync()
+    with indexer.store.engine.connect() as conn:
+        p = schema.publications
+        maxima = {row.round: row.reward_max_milli for row in conn.execute(select(p))}
+    assert maxima == {r: owner.rules_at(r).max_reward_milli for r in rounds}
+    assert maxima == {c + 2: 16_000, c + 6: 16_000, c + 7: 16_000, c + 8: 6000, c + 9: 6000}

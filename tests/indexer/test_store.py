@@ -16,7 +16,7 @@ from coordinator_indexer.store import Store, create_db_engine
 from node.chain.models import weighted_median_milli
 from tests.indexer import schema_v3
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
-from tests.indexer.scenario import play
+from tests.indexer.scenario import TIE_CLAIMS, TIE_MEDIAN, play, play_tie, settle_tie
 from tests.indexer.test_api import assert_out_of_range_input_is_a_422, caught_up
 from tests.indexer.test_reorg import tables
 from tests.waiting import wait_for
@@ -157,7 +157,7 @@ def test_migration_4_brings_a_v1_release_database_forward(sqlite_url, request, d
     make_v3_database(url, with_rows=True)
     store = Store.open(url)
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 5
+        assert current_version(store.engine) == LATEST_VERSION == 6
         names = set(inspect(store.engine).get_table_names())
         assert {t.name for t in schema.metadata.sorted_tables} <= names
         assert set(schema.LEGACY_TABLES) <= names
@@ -204,6 +204,99 @@ def test_migration_5_counts_rewards_only_in_range(sqlite_url, request, database)
     )
     assert (batch.verified, peer.verified_batches) == (False, 0)
     assert (peer.claimed_milli, peer.verified_milli, peer.out_of_range_batches) == (0, 0, 1)
+
+
+def back_to_version_5(engine, sam: str, oli: str) -> None:
+    """The tie's database as schema version 5 left it: no settlements.outcome (the tie kept as
+    not slashed, so rejected: verified with its median), no n and G in the rules, every batch
+    judged by the protocol's bound (oli's claim of 16,001 in range), and the totals of that."""
+    bound = 2_048_000
+    with engine.begin() as conn:
+        for table, column in (
+            ("settlements", "outcome"),
+            ("rules", "tasks_per_round"),
+            ("rules", "group_size"),
+        ):
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(
+            text(
+                "UPDATE publications SET reward_max_milli = :bound, claimed_in_range = true, "
+                "verified_in_range = CASE WHEN verified_milli IS NULL THEN NULL ELSE true END"
+            ),
+            {"bound": bound},
+        )
+        conn.execute(
+            text(
+                "UPDATE publications SET outcome = 'rejected', verified = true, "
+                "verified_milli = :median WHERE peer = :sam"
+            ),
+            {"median": TIE_MEDIAN, "sam": sam},
+        )
+        conn.execute(
+            text("UPDATE peers SET verified_milli = :m, verified_batches = 1 WHERE address = :p"),
+            {"m": TIE_MEDIAN, "p": sam},
+        )
+        conn.execute(
+            text(
+                "UPDATE peers SET claimed_milli = :c, out_of_range_batches = 0 WHERE address = :p"
+            ),
+            {"c": TIE_CLAIMS["oli"], "p": oli},
+        )
+        conn.execute(
+            text(
+                "UPDATE rounds SET verified_milli = :m, claimed_milli = :c, "
+                "out_of_range_batches = 0"
+            ),
+            {"m": TIE_MEDIAN, "c": sum(TIE_CLAIMS.values())},
+        )
+        conn.execute(text("DELETE FROM schema_migrations WHERE version >= 6"))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_migration_6_settles_a_tie_inconclusive_and_the_indexer_reads_n_and_g_again(
+    chain, client_for, dev_accounts, make_indexer, sqlite_url, request, database
+) -> None:
+    """A version-5 database took the tie (scenario.play_tie) for rejected and counted its median,
+    and judged every batch by the protocol's bound. Migration 6 works the outcome out from the
+    settlement's weights (inconclusive: not verified, 0) and recounts the totals; the indexer then
+    reads n and G from the ParametersScheduled log again, and the database is what a new index of
+    the chain gives."""
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else sqlite_url("v5")
+    swarm = play_tie(chain, client_for, dev_accounts[1:])
+    settle_tie(swarm)
+    indexer = make_indexer(url)
+    indexer.sync()
+    expected = indexer.store.dump()
+    sam, oli = swarm.address("sam"), swarm.address("oli")
+    back_to_version_5(indexer.store.engine, sam, oli)
+    indexer.store.close()
+
+    store = Store.open(url)  # migrated, not yet prepared: n and G are still unknown
+    try:
+        assert current_version(store.engine) == LATEST_VERSION == 6
+        with store.engine.connect() as conn:
+            (settled,) = conn.execute(select(schema.settlements)).all()
+            rules = conn.execute(select(schema.rules)).all()
+            batches = {row.peer: row for row in conn.execute(select(schema.publications))}
+            peers = {row.address: row for row in conn.execute(select(schema.peers))}
+    finally:
+        store.close()
+    assert (settled.outcome, settled.slashed) == (4, False)
+    assert [(row.tasks_per_round, row.group_size) for row in rules] == [(None, None)]
+    assert (batches[sam].outcome, batches[sam].verified, batches[sam].verified_milli) == (
+        "inconclusive",
+        False,
+        0,
+    )
+    assert (peers[sam].verified_milli, peers[sam].verified_batches) == (0, 0)
+    assert batches[oli].reward_max_milli == 2_048_000 and batches[oli].claimed_in_range
+
+    prepared = make_indexer(url)  # reads the deployment's ParametersScheduled again
+    assert prepared.store.dump() == expected
+    with prepared.store.engine.connect() as conn:
+        (rules,) = conn.execute(select(schema.rules)).all()
+    assert (rules.tasks_per_round, rules.group_size) == (4, 4)
 
 
 @pytest.mark.integration
