@@ -151,11 +151,17 @@ def check_funds(run: Run) -> Check:
     if client is None or address is None:
         return skipped("funds", "needs the RPC and the keystore's address")
     w3 = client.w3
-    balance, price = _chain_read(client, lambda: (w3.eth.get_balance(address), _gas_price(w3)))
-    needed = FUNDED_ROUNDS * ROUND_GAS * price
+    balance, price, deposit = _chain_read(
+        client,
+        lambda: (w3.eth.get_balance(address), _gas_price(w3), client.cached_commit_deposit),
+    )
+    # Commitments of the commit phases in flight hold a deposit each until their reveals.
+    deposits = client.cached_phases.commit_rounds + client.cached_phases.reveal_rounds
+    needed = FUNDED_ROUNDS * ROUND_GAS * price + deposits * deposit
     rule = (
         f"{FUNDED_ROUNDS} rounds of {ROUND_GAS:,} gas (a publish, a commit and a reveal) at "
-        f"{price / 1e9:.3g} gwei"
+        f"{price / 1e9:.3g} gwei, and {deposits} commit deposits of {format_eth(deposit)} "
+        "(each sent back by its reveal)"
     )
     if balance < needed:
         return problem(
