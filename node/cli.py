@@ -25,6 +25,8 @@ from node.chain.models import TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
 from node.experiment.command import experiment as experiment_command
+from node.folder_lock import FolderInUse
+from node.folder_lock import hold as hold_folder
 from node.identity import (
     IdentityError,
     create_keystore,
@@ -54,6 +56,7 @@ def _user_errors() -> Iterator[None]:
         AnvilError,
         ChainError,
         ConfigError,
+        FolderInUse,
         IdentityError,
         KuboDaemonError,
         KuboMissing,
@@ -273,6 +276,7 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     out = Output()  # output that went away (a closed pipe or terminal) does not stop the node
     out.echo(f"peer {account.address}: loading {config.model.source} ...")
     with _user_errors():
+        state_lock = hold_folder(config.model.checkpoint_dir.expanduser(), "swarm run")
         node = build_node(config, account, ChainExchange.connect(config, account))
     stop = StopSignal()
     stop.install(out.error)
@@ -290,6 +294,7 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
             "aborted; the state file was saved, the adapter of the "
             "last completed round is in the checkpoint"
         ) from None
+    state_lock.close()
     out.echo(f"stopped after {done} round(s); state and adapter in {node.state_dir}")
 
 

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 import requests
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from node import folder_lock
 from node.chain.client import CoordinatorClient
 from node.chain.deployer import DeployConfig, deploy_coordinator
 from node.chain.deployment import Deployment
@@ -145,6 +146,8 @@ class Services:
     anvil: AnvilNode | None = None
     indexer: subprocess.Popen[bytes] | None = None
     others: list[Stoppable] = field(default_factory=list)
+    #: The working folder's lock, released last.
+    lock: IO[str] | None = None
 
     def stop(self, echo: Echo) -> None:
         """Stops every one of them, even when stopping one fails (it is killed then)."""
@@ -158,6 +161,9 @@ class Services:
         if self.anvil is not None:
             echo("stopping anvil")
             _stop_quietly(self.anvil.stop, self.anvil.process)
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
 
 def _stop_quietly(stop: Callable[[], object], process: object) -> None:
@@ -169,12 +175,20 @@ def _stop_quietly(stop: Callable[[], object], process: object) -> None:
             process.kill()
 
 
-def prepare_workdir(workdir: Path, echo: Echo) -> Path:
-    """An empty working folder (a previous demo's chain is gone, so is its state)."""
+def prepare_workdir(workdir: Path, services: Services, echo: Echo) -> Path:
+    """An empty working folder, locked for this demo until ``services`` stop: FolderInUse (one
+    line naming it) while another demo runs in it; a previous demo's state is cleared only once
+    its process is gone (it held the lock until then)."""
     workdir = workdir.resolve()
-    if workdir.exists():
-        echo(f"clearing {workdir} (a previous demo's chain no longer exists)")
-        shutil.rmtree(workdir)
+    services.lock = folder_lock.hold(workdir, "swarm local up")
+    leftovers = [p for p in workdir.iterdir() if p.name != folder_lock.LOCK_NAME]
+    if leftovers:
+        echo(f"clearing {workdir} (the demo that ran in it has stopped)")
+        for path in leftovers:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     (workdir / "nodes").mkdir(parents=True)
     return workdir
 
@@ -307,7 +321,7 @@ def bring_up(settings: LocalSwarmSettings, services: Services, echo: Echo) -> Lo
     """A fresh working folder, Anvil and the coordinator, the nodes' stores (a Kubo daemon each
     with ``store = "kubo"``), funded and registered peers, the indexer; every process started is
     in ``services``, for the caller to stop however it ends."""
-    workdir = prepare_workdir(settings.workdir, echo)
+    workdir = prepare_workdir(settings.workdir, services, echo)
     deployment = start_chain(settings, workdir, services, echo)
     assert services.anvil is not None
     rpc_url = services.anvil.url

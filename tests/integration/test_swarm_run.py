@@ -151,6 +151,12 @@ def test_a_killed_node_restarts_without_publishing_twice_and_stops_cleanly_on_ct
     try:
         chain.warp_to_round(round_, offset=past_the_wait)
         second.wait_for(lambda line: line.startswith(f"round {round_}: published already"))
+        # The same node started twice: the second refuses in one line, before loading a model.
+        twice = NodeProcess(config, tmp_path / "cache")
+        refusal = twice.wait_for(lambda line: line.startswith("Error: "), timeout=60)
+        assert twice.stop(None) == 1
+        assert f"in use by swarm run (pid {second.process.pid})" in refusal
+        assert not any("Traceback" in line for line in twice.output)
         chain.warp_to_round(round_ + 1, offset=past_the_wait)
         second.wait_for(lambda line: line.startswith(f"round {round_ + 1}: published yes"))
         assert second.stop(signal.SIGINT) == 0
