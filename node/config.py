@@ -13,8 +13,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from node.chain.errors import BadRpcUrl
+from node.chain.rpc import check_rpc_url
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
 TrainingPrecision = Literal["auto", "float32", "bfloat16"]
@@ -38,6 +47,14 @@ class ChainSettings(_Section):
         description="Deployment file written by swarm-deploy (coordinator address, chain id, ABI).",
     )
     rpc_timeout: float = Field(10.0, gt=0, description="Seconds before one RPC call times out.")
+
+    @field_validator("rpc_url")
+    @classmethod
+    def _http_url(cls, rpc_url: str) -> str:
+        try:
+            return check_rpc_url(rpc_url)
+        except BadRpcUrl as exc:
+            raise ValueError(str(exc)) from None
 
 
 class IdentitySettings(_Section):

@@ -65,6 +65,10 @@ class InsufficientFunds(PermanentChainError):
     """The sending account cannot pay for value plus gas."""
 
 
+class BadRpcUrl(PermanentChainError):
+    """An RPC URL that is not an http(s) URL (say, without its scheme)."""
+
+
 class ArtifactMissing(PermanentChainError):
     """The contract build artifact (contracts/out) is missing or malformed."""
 

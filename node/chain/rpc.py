@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import requests
 from web3 import HTTPProvider, Web3
@@ -28,6 +29,7 @@ from web3.exceptions import (
 from web3.types import RPCEndpoint
 
 from node.chain.errors import (
+    BadRpcUrl,
     ChainError,
     ContractRevert,
     InsufficientFunds,
@@ -79,8 +81,10 @@ def connect(rpc_url: str, *, timeout: float = 10.0) -> Web3:
     """A Web3 for an HTTP(S) JSON-RPC URL, with a request timeout and web3's own retries off.
 
     ``eth_chainId`` answers are cached (web3 asks for it before every call it validates); nothing
-    else is, so a reorg or an Anvil revert is never hidden by a cache.
+    else is, so a reorg or an Anvil revert is never hidden by a cache. BadRpcUrl for anything
+    that is not an http(s) URL with a host.
     """
+    check_rpc_url(rpc_url)
     provider = HTTPProvider(
         rpc_url,
         request_kwargs={"timeout": timeout},
@@ -89,6 +93,18 @@ def connect(rpc_url: str, *, timeout: float = 10.0) -> Web3:
         cacheable_requests={RPCEndpoint("eth_chainId")},
     )
     return Web3(provider)
+
+
+def check_rpc_url(rpc_url: str) -> str:
+    """``rpc_url`` if it is an http(s) URL with a host; BadRpcUrl saying what to write else."""
+    parsed = urlsplit(rpc_url)
+    if parsed.scheme in ("http", "https") and parsed.netloc:
+        return rpc_url
+    if "://" not in rpc_url:
+        raise BadRpcUrl(
+            f"RPC URL {rpc_url!r} has no scheme: write http://{rpc_url} (or https://{rpc_url})"
+        )
+    raise BadRpcUrl(f"RPC URL {rpc_url!r} is not an http:// or https:// URL with a host")
 
 
 def endpoint_of(w3: Web3) -> str:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from node.config import ConfigError, NodeConfig, example_toml, load_config, parse_config
+from node.chain.errors import BadRpcUrl
+from node.chain.rpc import connect
+from node.cli import main
+from node.config import (
+    ConfigError,
+    NodeConfig,
+    example_toml,
+    load_config,
+    parse_config,
+    with_overrides,
+)
 
 
 def test_example_is_valid_toml_equal_to_the_defaults(tmp_path: Path) -> None:
@@ -55,3 +67,26 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text("[chain\nrpc_url = 1")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("url", "fix"),
+    [
+        ("127.0.0.1:8545", "write http://127.0.0.1:8545"),
+        ("localhost", "write http://localhost"),
+        ("ws://127.0.0.1:8546", "not an http:// or https:// URL"),
+        ("http://", "not an http:// or https:// URL"),
+    ],
+)
+def test_an_rpc_url_that_is_not_http_is_one_error_saying_what_to_write(
+    tmp_path: Path, url: str, fix: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fix)):
+        with_overrides(NodeConfig(), {"chain": {"rpc_url": url}})
+    with pytest.raises(BadRpcUrl, match=re.escape(fix)):  # a URL given on the command line
+        connect(url)
+    config = tmp_path / "node.toml"
+    config.write_text(f'[chain]\nrpc_url = "{url}"\n')
+    result = CliRunner().invoke(main, ["--config", str(config), "status"])
+    assert result.exit_code == 1 and fix in result.output and "Traceback" not in result.output
+    assert with_overrides(NodeConfig(), {"chain": {"rpc_url": "https://rpc.example.org/v1"}})
