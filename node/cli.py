@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,6 +83,11 @@ def _password(config: NodeConfig, *, confirm: bool) -> str:
     with _user_errors():
         password = read_password(env=identity.password_env, file=password_file)
     if password is None:
+        if not sys.stdin.isatty():
+            raise click.ClickException(
+                "no keystore password and no terminal to ask for it: set the environment "
+                f"variable {identity.password_env}, or [identity] password_file in the config"
+            )
         password = click.prompt("Keystore password", hide_input=True, confirmation_prompt=confirm)
     return password
 

@@ -56,6 +56,17 @@ def test_init_prints_the_address_never_the_key(home: Path, chain: ChainControl) 
     assert again.exit_code == 1 and "already holds a keystore" in again.output
 
 
+def test_init_without_a_password_or_a_terminal_says_what_to_set(tmp_path: Path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text(f'[identity]\nkeystore = "{tmp_path / "keystore.json"}"\n')
+    result = CliRunner().invoke(
+        main, ["--config", str(config), "init"], env={"SWARM_KEYSTORE_PASSWORD": None}
+    )
+    assert result.exit_code == 1 and not (tmp_path / "keystore.json").exists()
+    (line,) = result.output.strip().splitlines()
+    assert "no terminal" in line and "SWARM_KEYSTORE_PASSWORD" in line and "password_file" in line
+
+
 def test_register_then_status(home: Path, chain: ChainControl) -> None:
     address = created_address(home, chain)
     result = swarm(home, "register", "--name", "alice", "--stake", "2")
