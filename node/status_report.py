@@ -210,13 +210,20 @@ def _upheld(history: History, round_: int) -> bool:
     return any(isinstance(e, DisputeSettled) and e.slashed for e in settled)
 
 
+def _rounds(phase: range) -> str:
+    """'in round 3', or 'in rounds 3-4'."""
+    if len(phase) == 1:
+        return f"in round {phase.start}"
+    return f"in rounds {phase.start}-{phase[-1]}"
+
+
 def _verdicts(
     verdicts: Sequence[VerdictRevealed], round_: int, current: int, p: Phases, *, upheld: bool
 ) -> str:
     if not verdicts:
         commit, reveal = p.commit_phase(round_), p.reveal_phase(round_)
         if current < commit.start:
-            return f"judging: committees commit in rounds {commit.start}-{commit[-1]}"
+            return f"judging: committees commit {_rounds(commit)}"
         if current <= commit[-1]:
             return f"judging: committees commit until round {commit[-1]}, reveal until {reveal[-1]}"
         if current <= reveal[-1]:

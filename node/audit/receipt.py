@@ -167,9 +167,8 @@ def _batch_lines(batch: BatchAudit) -> list[str]:
         )
     if batch.leaderboard is not None:
         board = batch.leaderboard
-        lines.append(
-            f"  leaderboard outcome {board.get('outcome')}, verified {board.get('verified_reward')}"
-        )
+        outcome = board.get("outcome") or "none (no settled dispute)"
+        lines.append(f"  leaderboard outcome {outcome}, verified {board.get('verified_reward')}")
     lines.extend(f"  DISAGREEMENT: {text}" for text in batch.disagreements)
     if batch.agrees:
         lines.append("  agreement")

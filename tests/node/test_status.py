@@ -194,3 +194,11 @@ def test_an_unjudged_batch_a_pause_and_an_exit(
     assert lines[r + 6] == "not published: the peer had requested its exit"
     assert lines[r + 5] == "not published: the peer had requested its exit"  # grace: too late
     assert lines[r + 4].startswith("not published: no batch on the chain")
+
+
+def test_a_one_round_phase_is_named_as_one_round() -> None:
+    """The lockstep demo commits in one round: 'in round 3', not 'in rounds 3-3'."""
+    from node.status_report import _rounds
+
+    assert _rounds(range(3, 4)) == "in round 3"
+    assert _rounds(range(3, 5)) == "in rounds 3-4"
