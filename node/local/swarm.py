@@ -194,11 +194,11 @@ def prepare_workdir(workdir: Path, services: Services, echo: Echo) -> Path:
 
 
 def start_chain(
-    settings: LocalSwarmSettings, workdir: Path, services: Services, echo: Echo
+    settings: LocalSwarmSettings, workdir: Path, services: Services, echo: Echo, port: int
 ) -> Deployment:
-    """Anvil plus a freshly deployed coordinator (recorded in ``workdir/deployment.json``)."""
+    """Anvil on ``port`` plus a freshly deployed coordinator (recorded in
+    ``workdir/deployment.json``)."""
     real_time = ("--block-time", "1") if settings.processes else ()
-    port = choose_port(settings.anvil_port, DEFAULT_ANVIL_PORT, "anvil", echo)
     services.anvil = start_anvil(workdir / "anvil.log", port=port, extra_args=real_time)
     echo(
         f"anvil on {services.anvil.url}, genesis {services.anvil.genesis_hash[:10]}... "
@@ -322,12 +322,19 @@ def bring_up(settings: LocalSwarmSettings, services: Services, echo: Echo) -> Lo
     with ``store = "kubo"``), funded and registered peers, the indexer; every process started is
     in ``services``, for the caller to stop however it ends."""
     workdir = prepare_workdir(settings.workdir, services, echo)
-    deployment = start_chain(settings, workdir, services, echo)
+    # Both ports before anything starts: a taken one the user asked for stops the demo right here.
+    anvil_port = choose_port(settings.anvil_port, DEFAULT_ANVIL_PORT, "anvil", echo)
+    indexer_port = None
+    if settings.indexer:
+        indexer_port = choose_port(
+            settings.indexer_port, DEFAULT_INDEXER_PORT, "the leaderboard", echo
+        )
+    deployment = start_chain(settings, workdir, services, echo, anvil_port)
     assert services.anvil is not None
     rpc_url = services.anvil.url
     daemons = start_stores(settings, workdir, services, echo)
     peers = create_peers(settings, workdir, deployment, rpc_url, echo, stores=store_urls(daemons))
-    leaderboard = start_indexer(settings, workdir, rpc_url, services, echo)
+    leaderboard = start_indexer(settings, workdir, rpc_url, services, echo, indexer_port)
     return LocalSwarm(workdir, deployment, rpc_url, peers, leaderboard, daemons)
 
 
@@ -397,13 +404,17 @@ def indexer_command(
 
 
 def start_indexer(
-    settings: LocalSwarmSettings, workdir: Path, rpc_url: str, services: Services, echo: Echo
+    settings: LocalSwarmSettings,
+    workdir: Path,
+    rpc_url: str,
+    services: Services,
+    echo: Echo,
+    port: int | None,
 ) -> str | None:
-    """Starts the indexer and leaderboard; returns the leaderboard's URL once it serves this
-    demo's coordinator (None if not started)."""
-    if not settings.indexer:
+    """Starts the indexer and leaderboard on ``port``; returns the leaderboard's URL once it
+    serves this demo's coordinator (None if not started)."""
+    if port is None:
         return None
-    port = choose_port(settings.indexer_port, DEFAULT_INDEXER_PORT, "the leaderboard", echo)
     command = indexer_command(settings, workdir, rpc_url, port)
     if command is None:
         echo("no indexer installed (swarm-indexer): running without a leaderboard")
