@@ -22,9 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from node.chain.errors import BadRpcUrl
-from node.chain.rpc import check_rpc_url
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
+from node.urls import rpc_url_problem
 
 TrainingPrecision = Literal["auto", "float32", "bfloat16"]
 """Matrix products of the GRPO update (node.policy.precision)."""
@@ -51,10 +50,10 @@ class ChainSettings(_Section):
     @field_validator("rpc_url")
     @classmethod
     def _http_url(cls, rpc_url: str) -> str:
-        try:
-            return check_rpc_url(rpc_url)
-        except BadRpcUrl as exc:
-            raise ValueError(str(exc)) from None
+        problem = rpc_url_problem(rpc_url)
+        if problem is not None:
+            raise ValueError(problem)
+        return rpc_url
 
 
 class IdentitySettings(_Section):

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 import requests
 from web3 import HTTPProvider, Web3
@@ -38,6 +37,7 @@ from node.chain.errors import (
     RpcUnavailable,
 )
 from node.chain.revert_decoding import decode_revert
+from node.urls import rpc_url_problem
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,14 +97,10 @@ def connect(rpc_url: str, *, timeout: float = 10.0) -> Web3:
 
 def check_rpc_url(rpc_url: str) -> str:
     """``rpc_url`` if it is an http(s) URL with a host; BadRpcUrl saying what to write else."""
-    parsed = urlsplit(rpc_url)
-    if parsed.scheme in ("http", "https") and parsed.netloc:
-        return rpc_url
-    if "://" not in rpc_url:
-        raise BadRpcUrl(
-            f"RPC URL {rpc_url!r} has no scheme: write http://{rpc_url} (or https://{rpc_url})"
-        )
-    raise BadRpcUrl(f"RPC URL {rpc_url!r} is not an http:// or https:// URL with a host")
+    problem = rpc_url_problem(rpc_url)
+    if problem is not None:
+        raise BadRpcUrl(problem)
+    return rpc_url
 
 
 def endpoint_of(w3: Web3) -> str:
