@@ -56,13 +56,15 @@ from coordinator_indexer.records import Touched
 from coordinator_indexer.round_rules import RulesHistory, read_rules_history
 from coordinator_indexer.schema import INT64_MAX, UINT256_MAX
 from node.chain.committee import seated_subjects
-from node.chain.models import weighted_median_milli
+from node.chain.models import VerdictState, weighted_median_milli
 
 T = TypeVar("T")
 _CHUNK = 400  # keys per IN (...) list: well under every database's parameter limit
 _GWEI = 10**9
 #: DisputeSettled.outcome values that settle a batch (VerdictState; docs/PROTOCOL.md, "Outcome").
-UPHELD, REJECTED, INCONCLUSIVE = 2, 3, 4
+UPHELD, REJECTED, INCONCLUSIVE = (
+    int(state) for state in (VerdictState.UPHELD, VerdictState.REJECTED, VerdictState.INCONCLUSIVE)
+)
 OUTCOMES = {UPHELD: "upheld", REJECTED: "rejected", INCONCLUSIVE: "inconclusive"}
 #: Settled outcomes whose batch verifies nothing: its verified reward is 0.
 _NO_REWARD = ("upheld", "inconclusive")

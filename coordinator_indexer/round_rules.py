@@ -27,6 +27,7 @@ from sqlalchemy import Connection, select
 
 from coordinator_indexer import schema
 from coordinator_indexer.schema import INT64_MAX
+from node.chain.models import max_reward_milli
 
 #: The format's bounds on n (tasksPerRound) and G (groupSize), as the contract checks them
 #: (node.chain.models.Rules).
@@ -34,7 +35,7 @@ TASKS_PER_ROUND = (1, 64)
 GROUP_SIZE = (2, 32)
 #: The most a batch can be worth by the protocol's limits: 64 groups x 32 completions x 1000
 #: milli-units (docs/PROTOCOL.md, "Limits").
-PROTOCOL_MAX_BATCH_MILLI = TASKS_PER_ROUND[1] * GROUP_SIZE[1] * 1000
+PROTOCOL_MAX_BATCH_MILLI = max_reward_milli(TASKS_PER_ROUND[1], GROUP_SIZE[1])
 SCHEDULED = "ParametersScheduled"
 
 
@@ -48,7 +49,7 @@ def batch_reward_max_milli(tasks_per_round: int | None, group_size: int | None) 
         return PROTOCOL_MAX_BATCH_MILLI
     if not (GROUP_SIZE[0] <= group_size <= GROUP_SIZE[1]):
         return PROTOCOL_MAX_BATCH_MILLI
-    return tasks_per_round * group_size * 1000
+    return max_reward_milli(tasks_per_round, group_size)
 
 
 @dataclass(frozen=True)

@@ -279,7 +279,7 @@ def status_lines(
         f"stake    {format_eth(info.stake)} (locked by open flags {format_eth(info.locked_bonds)})"
     )
     current = client.current_round()
-    lines.append(_bond_line(info.stake - info.locked_bonds, client.rules_at(current).flag_bond))
+    lines.append(_bond_line(info.free_stake, client.rules_at(current).flag_bond))
     phases = client.phases()
     if info.status is PeerStatus.EXITING:
         round_ = phases.withdrawable_from(info.exit_round)

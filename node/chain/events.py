@@ -36,6 +36,7 @@ from node.chain.models import (
     HexBytes,
     Rules,
     VerdictItem,
+    VerdictState,
 )
 from node.chain.rpc import (
     DEFAULT_RETRY,
@@ -44,11 +45,6 @@ from node.chain.rpc import (
     endpoint_of,
     rpc_error_message,
 )
-
-# VerdictState values in DisputeSettled.outcome (node.chain.models.VerdictState; not imported as an
-# enum, so that a log with any uint8 still decodes).
-_UPHELD = 2
-_INCONCLUSIVE = 4
 
 _TOO_MUCH = (
     "more than",
@@ -211,12 +207,12 @@ class DisputeSettled(ChainEvent):
     @property
     def slashed(self) -> bool:
         """Whether the flags won (the subject was slashed)."""
-        return self.outcome == _UPHELD
+        return self.outcome == VerdictState.UPHELD
 
     @property
     def inconclusive(self) -> bool:
         """Neither side won: nobody slashed, the flags' bonds returned, no verified reward."""
-        return self.outcome == _INCONCLUSIVE
+        return self.outcome == VerdictState.INCONCLUSIVE
 
 
 class FlagResolved(ChainEvent):

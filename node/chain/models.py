@@ -203,6 +203,14 @@ class Phases(FrozenModel):
 
 
 _MAX_BPS = 10_000
+#: Milli-units of a completion scored 1 (docs/PROTOCOL.md, "Rewards in milli-units").
+MILLI_PER_COMPLETION = 1000
+
+
+def max_reward_milli(tasks_per_round: int, group_size: int) -> int:
+    """n * G * 1000: the most a batch of n groups of G can claim or be credited, in milli-units
+    (every completion right)."""
+    return tasks_per_round * group_size * MILLI_PER_COMPLETION
 
 
 class Rules(FrozenModel):
@@ -277,7 +285,7 @@ class Rules(FrozenModel):
     @property
     def max_reward_milli(self) -> int:
         """n * G * 1000: the most a batch can claim or be credited, in milli-units."""
-        return self.completions_per_batch * 1000
+        return max_reward_milli(self.tasks_per_round, self.group_size)
 
 
 class VerdictState(IntEnum):

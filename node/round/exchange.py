@@ -379,8 +379,7 @@ class ChainExchange(Exchange):
         self.client.seal_round(round)
 
     def bondable_flags(self, peer: str, flag_bond: int) -> int | None:
-        info = self.client.peer_info(peer)
-        return max(0, info.stake - info.locked_bonds) // flag_bond
+        return max(0, self.client.peer_info(peer).free_stake) // flag_bond
 
     def seal(self, round: int) -> SealInfo | None:
         return self.client.seal(round)

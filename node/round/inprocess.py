@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from eth_utils import keccak, to_checksum_address
 
+from node.chain.deployer import DeployConfig
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
 from node.chain.models import Rules, SealInfo, Verdict, VerdictItem, VerdictState
@@ -89,9 +90,7 @@ class InProcessSwarm:
     judging: Judging = field(init=False)
 
     def __post_init__(self) -> None:
-        tasks_per_round, group_size = self.shape
-        shaped = {"tasks_per_round": tasks_per_round, "group_size": group_size}
-        rules = RULES.model_copy(update=shaped)
+        rules = DeployConfig().with_batch_shape(self.shape).rules()
         self.judging = Judging(self.genesis_seed, rules=rules)
         if self.domain is None:
             self.domain = Domain(CHAIN_ID, COORDINATOR, self.genesis_seed)

@@ -202,7 +202,8 @@ class SwarmNode(Producer):
         pending = sum(
             i.is_flag for b in self._state().ballots.values() if not b.revealed for i in b.items
         )
-        kept = limit_flags(items, max(0, bondable - pending))
+        left = max(0, bondable - pending)
+        kept = limit_flags(items, left)
         dropped = len(items) - len(kept)
         if dropped:
             log.warning(
@@ -211,7 +212,7 @@ class SwarmNode(Producer):
                 self.address,
                 dropped,
                 round,
-                max(0, bondable - pending),
+                left,
                 format_eth(rules.flag_bond),
             )
         return kept

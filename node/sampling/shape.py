@@ -13,20 +13,12 @@ from node.rollouts.limits import MAX_COMPLETIONS_PER_GROUP, MAX_GROUPS
 from node.rollouts.reasons import BatchRejected, RejectReason
 from node.rollouts.schema import BatchBody
 
-MILLI_PER_COMPLETION = 1000
-
-
 def check_round_rules(tasks_per_round: int, group_size: int) -> None:
     """Raises ValueError unless (n, G) can shape a valid batch (the document's limits)."""
     if not 1 <= tasks_per_round <= MAX_GROUPS:
         raise ValueError(f"tasks per round {tasks_per_round}: must be 1..{MAX_GROUPS}")
     if not 1 <= group_size <= MAX_COMPLETIONS_PER_GROUP:
         raise ValueError(f"group size {group_size}: must be 1..{MAX_COMPLETIONS_PER_GROUP}")
-
-
-def max_reward_milli(tasks_per_round: int, group_size: int) -> int:
-    """The most a batch of the round can claim or be verified for: every completion right."""
-    return tasks_per_round * group_size * MILLI_PER_COMPLETION
 
 
 def check_shape(body: BatchBody, tasks_per_round: int, group_size: int) -> None:

@@ -32,7 +32,8 @@ from node.rollouts import BatchRejected, SignedBatch, decode_batch, recover_batc
 from node.rollouts.limits import MAX_BATCH_BYTES
 from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import Group
-from node.sampling.shape import check_round_rules, check_shape, max_reward_milli
+from node.chain.models import max_reward_milli
+from node.sampling.shape import check_round_rules, check_shape
 from node.sampling.verdicts import PeerVerdict, VerifiedGroup, to_milli
 from node.tasks import TaskError, TaskItem, derive_tasks, generator_id, get_preset, score_completion
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from node.chain.events import RolloutsPublished
 from node.rollouts import Group, RejectReason
 from node.rollouts.assemble import score_group
-from node.sampling.shape import max_reward_milli
+from node.chain.models import max_reward_milli
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext, derive_for_preset, verify_batch
 from node.tasks import TaskItem
