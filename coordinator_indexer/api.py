@@ -1,6 +1,8 @@
-"""The HTTP API and the leaderboard page, one FastAPI app over the indexer's database.
+"""The HTTP API and the leaderboard page, one FastAPI app over the indexer's database
+(docs/API.md describes every endpoint and field).
 
     GET /                      the leaderboard page (static HTML, JS, CSS; no build step)
+    GET /api/                  the index of these endpoints: name, path, one-line description
     GET /api/leaderboard       ranked peers, paged and sortable
     GET /api/peers/{address}   one peer: summary, batches round by round, stake history, duty
     GET /api/rounds            round totals (the reward-over-rounds series), paged
@@ -11,8 +13,10 @@
 
 The interactive docs pages are switched off: they load their scripts from a CDN, and the indexer
 must work offline. Bad input gets a 422 with a one-line ``detail``; every accepted range and pattern
-is in the OpenAPI document. Integers stop at 2^63 - 1 because both databases hold int64: rounds are
-uint64 on-chain, but ``(timestamp - genesis) / roundDuration`` stays far below 2^63.
+is in the OpenAPI document. Fields with protocol v1 names are deprecated aliases of their new
+names, answered beside them until the next release (``models.DeprecatedNames``). Integers stop
+at 2^63 - 1 because both databases hold int64: rounds are uint64 on-chain, but
+``(timestamp - genesis) / roundDuration`` stays far below 2^63.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from eth_utils import to_checksum_address
 from fastapi import FastAPI, HTTPException, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from coordinator_indexer import queries
 from coordinator_indexer.models import (
+    ApiIndex,
     Health,
     Leaderboard,
     PeerDetail,
@@ -51,6 +57,11 @@ ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 #: "ok" means caught up once (when ingestion runs in this process) and at most this many blocks
 #: behind the head seen at the last poll.
 LAG_OK_BLOCKS = 10
+#: The API's version (OpenAPI info.version): 3 names fields in the protocol's words and answers
+#: the v2 names beside them, deprecated (docs/API.md, "Deprecated names").
+API_VERSION = "3"
+#: Where the API's fields are described.
+API_DOCS = "docs/API.md in the indexer's repository; the schema at /openapi.json"
 
 
 @dataclass
@@ -71,7 +82,7 @@ def create_app(
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
     app = FastAPI(
         title="Swarm coordinator indexer",
-        version="2",
+        version=API_VERSION,
         description="Peers, rounds and verified rewards of one SwarmCoordinator, from its events.",
         docs_url=None,
         redoc_url=None,
@@ -95,7 +106,22 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
-    @app.get("/api/leaderboard", response_model=Leaderboard, tags=["leaderboard"])
+    @app.get(
+        "/api/",
+        response_model=ApiIndex,
+        tags=["swarm"],
+        name="index",
+        summary="This list of the API's endpoints: name, path, one-line description.",
+    )
+    def index() -> dict:
+        return api_index(app)
+
+    @app.get(
+        "/api/leaderboard",
+        response_model=Leaderboard,
+        tags=["leaderboard"],
+        summary="Peers ranked by verified reward (a sum of batch rewards), paged and sortable.",
+    )
     def leaderboard(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Peers per page.")] = 50,
         offset: Annotated[
@@ -139,7 +165,12 @@ def create_app(
             "indexed_block": state.cursor_block if state else None,
         }
 
-    @app.get("/api/peers/{address}", response_model=PeerDetail, tags=["peers"])
+    @app.get(
+        "/api/peers/{address}",
+        response_model=PeerDetail,
+        tags=["peers"],
+        summary="One peer: summary, batches with their verdicts, stake history, committee duty.",
+    )
     def peer(
         address: Annotated[
             str,
@@ -150,8 +181,8 @@ def create_app(
             ),
         ],
     ) -> dict:
-        """One peer: summary, every batch with its verdict (committee weights, outcome), its
-        stake history and its committee duty per round."""
+        """One peer: summary, every batch with its verdict (committee weights, outcome, pending),
+        its stake history and its committee duty per round."""
         checksummed = to_checksum_address(address.lower())
         with store.engine.connect() as conn:
             found = queries.peer(conn, checksummed, closed_before=closed(store.state()))
@@ -159,7 +190,12 @@ def create_app(
             raise HTTPException(404, f"no peer {checksummed} is registered (as far as indexed)")
         return found
 
-    @app.get("/api/rounds", response_model=RoundsPage, tags=["rounds"])
+    @app.get(
+        "/api/rounds",
+        response_model=RoundsPage,
+        tags=["rounds"],
+        summary="Totals per round (the reward-over-rounds series), with which are pending, paged.",
+    )
     def rounds(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Rounds per page.")] = 100,
         offset: Annotated[
@@ -167,12 +203,21 @@ def create_app(
         ] = 0,
         order: Literal["asc", "desc"] = "asc",
     ) -> dict:
-        """Totals per round (claimed and verified reward, batches, attestations, slashes)."""
+        """Totals per round (claimed and verified reward, batches, committee verdicts, slashes),
+        and whether each is pending (its verified reward is no verdict yet)."""
         with store.engine.connect() as conn:
-            page = queries.rounds_page(conn, limit=limit, offset=offset, order=order)
+            page = queries.rounds_page(
+                conn, limit=limit, offset=offset, order=order, closed_before=closed(store.state())
+            )
         return {**page, "limit": limit, "offset": offset, "order": order}
 
-    @app.get("/api/rounds/{round}", response_model=RoundDetail, tags=["rounds"])
+    @app.get(
+        "/api/rounds/{round}",
+        response_model=RoundDetail,
+        tags=["rounds"],
+        name="round",
+        summary="One round: totals, batches with their committee's votes, duty of each seat.",
+    )
     def round_(
         round: Annotated[
             int, PathParam(ge=0, le=MAX_INT64, description="The round (0 to 2^63 - 1).")
@@ -186,7 +231,12 @@ def create_app(
             raise HTTPException(404, f"round {round} has no batches (as far as indexed)")
         return found
 
-    @app.get("/api/stats", response_model=Stats, tags=["swarm"])
+    @app.get(
+        "/api/stats",
+        response_model=Stats,
+        tags=["swarm"],
+        summary="Swarm totals: peers, rounds, batches, verified and pending ones, rewards.",
+    )
     def stats() -> dict:
         """Swarm totals."""
         state = store.state()
@@ -199,13 +249,42 @@ def create_app(
             "coordinator": deployment.coordinator,
         }
 
-    @app.get("/health", response_model=Health, tags=["swarm"])
+    @app.get(
+        "/health",
+        response_model=Health,
+        tags=["swarm"],
+        summary="Indexer lag in blocks; 503 once ingestion stopped on an error.",
+    )
     def health() -> JSONResponse:
         """Indexer lag in blocks. 200 while ingesting; 503 once ingestion stopped on an error."""
         body = _health(store, status() if status else None)
         return JSONResponse(body.model_dump(), status_code=503 if body.status == "error" else 200)
 
     return app
+
+
+def api_index(app: FastAPI) -> dict:
+    """The index ``GET /api/`` answers: every endpoint of the OpenAPI document, in the order they
+    were declared, and the document itself."""
+    routes = [
+        {
+            "name": route.name,
+            "path": route.path,
+            "description": route.summary or route.name,
+            "deprecated": bool(route.deprecated),
+        }
+        for route in app.routes
+        if isinstance(route, APIRoute) and route.include_in_schema
+    ]
+    routes.append(
+        {
+            "name": "openapi",
+            "path": app.openapi_url or "/openapi.json",
+            "description": "The OpenAPI schema of all of the above.",
+            "deprecated": False,
+        }
+    )
+    return {"title": app.title, "version": app.version, "docs": API_DOCS, "endpoints": routes}
 
 
 def _health(store: Store, live: IngestStatus | None) -> Health:

@@ -22,6 +22,11 @@ Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
   agreeing weight is at least its flagging weight, it was neither upheld nor inconclusive, and its
   verified reward is not out of range. A peer's ``verified_batches`` and ``/api/stats`` count
   exactly these.
+- A batch is **pending** (:func:`batch_is_pending`) while its outcome can still change: it is not
+  settled, and either its round's reveal phase is not over (its committee may still reveal) or a
+  counted flag waits for the dispute to be settled. Its verified reward so far is no verdict yet.
+  Pending depends on the indexed block's round, so it is computed when read, never stored; without
+  the round's phases (``closed_before`` None) every unsettled batch is pending.
 - **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
   ``node.chain.committee.seated_subjects``, over the seal's beacon and total weight, the round's
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
@@ -127,6 +132,32 @@ def is_verified(publications: Any = schema.publications) -> ColumnElement[bool]:
 def count_verified(publications: Any = schema.publications) -> ColumnElement[int]:
     """How many of the selected batches are verified (0 for none)."""
     return func.coalesce(func.sum(case((is_verified(publications), 1), else_=0)), 0)
+
+
+def batch_is_pending(round_: int, settled: bool, flags: int, closed_before: int | None) -> bool:
+    """The one definition of a *pending* batch (see the module docstring): ``closed_before`` is
+    the first round whose reveal phase is not over (``IndexerState.closed_before``)."""
+    if settled:
+        return False
+    return closed_before is None or round_ >= closed_before or flags > 0
+
+
+def is_pending(
+    closed_before: int | None, publications: Any = schema.publications
+) -> ColumnElement[bool]:
+    """:func:`batch_is_pending` as a SQL predicate."""
+    p = publications
+    if closed_before is None:
+        return p.c.settled == false()
+    return and_(p.c.settled == false(), or_(p.c.round >= closed_before, p.c.flags > 0))
+
+
+def count_pending(
+    closed_before: int | None, publications: Any = schema.publications
+) -> ColumnElement[int]:
+    """How many of the selected batches are pending (0 for none)."""
+    pending = is_pending(closed_before, publications)
+    return func.coalesce(func.sum(case((pending, 1), else_=0)), 0)
 
 
 def recompute(conn: Connection, touched: Touched) -> None:

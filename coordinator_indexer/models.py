@@ -1,15 +1,21 @@
-"""Response models of the HTTP API (they are also its OpenAPI schema).
+"""Response models of the HTTP API (they are also its OpenAPI schema; docs/API.md describes it).
 
 Rewards are in reward units (the protocol's milli-units divided by 1000); wei amounts are decimal
 strings (they exceed what a JSON number holds exactly), with an ``_eth`` float twin for display.
-A batch's rewards are shown as claimed and revealed; totals count them only in range (``RANGE``).
+A batch's reward is a sum over its completions (``PER_BATCH``); a peer's or a round's is a sum of
+batch rewards. A batch's rewards are shown as claimed and revealed; totals count them only in range
+(``RANGE``).
+
+Fields named with protocol v1's words (``attestations``, ``attester``, ...) are deprecated
+aliases: each answer carries them beside their new name, with the same value, until the next
+release removes them (``DeprecatedNames``; docs/API.md, "Deprecated names").
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 #: The one definition of a verified batch (coordinator_indexer.derive.batch_is_verified).
 VERIFIED = (
@@ -23,6 +29,17 @@ RANGE = (
     "milli-units of its round's rules: 2,048 reward at most); one outside is shown as it is and "
     "counts 0"
 )
+#: What a batch's reward is (docs/PROTOCOL.md, "Rewards in milli-units").
+PER_BATCH = (
+    "a batch's reward is the sum of the rewards of its n x G completions, not a mean"
+)
+#: The one definition of a pending batch (coordinator_indexer.derive.batch_is_pending).
+PENDING = (
+    "not settled, and either its round's reveal phase is not over (its committee may still "
+    "reveal) or a counted flag waits for the dispute to be settled: its outcome can still change"
+)
+#: When the deprecated names go away.
+REMOVAL = "removed in the next release"
 #: Committee duty (coordinator_indexer.derive, "Committee duty").
 DUTY = (
     "seats held on the committees of other peers' batches (the seat rule over the round's seal, "
@@ -30,17 +47,43 @@ DUTY = (
 )
 
 
-class LeaderboardEntry(BaseModel):
+def deprecated(new: str) -> Any:
+    """The field of a deprecated name: the same value as ``new``, flagged deprecated in OpenAPI."""
+    return Field(
+        description=f"Deprecated name of {new} (a protocol v1 word), {REMOVAL}.",
+        deprecated=f"use {new}; {REMOVAL}",
+    )
+
+
+class DeprecatedNames(BaseModel):
+    """A model that answers each deprecated name (``renamed``: old -> new) with its new field's
+    value; the query functions produce only the new names."""
+
+    renamed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_deprecated_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        missing = {old: data[new] for old, new in cls.renamed.items() if new in data}
+        return {**data, **{old: value for old, value in missing.items() if old not in data}}
+
+
+class LeaderboardEntry(DeprecatedNames):
+    renamed: ClassVar[dict[str, str]] = {"attestations_given": "verdicts_counted"}
+
     rank: int = Field(description="Position by verified reward (1 = highest), on every page.")
     address: str = Field(description="The peer's address (EIP-55).")
     name: str
     status: Literal["active", "exiting", "withdrawn"]
     verified_reward: float = Field(
         description="Sum over the peer's batches of their verified reward (stake-weighted median "
-        f"of the committee's revealed sums; 0 for an upheld or inconclusive batch); {RANGE}."
+        "of the committee's revealed sums; 0 for an upheld or inconclusive batch), pending batches "
+        f"with what their committee revealed so far; {PER_BATCH}; {RANGE}."
     )
     claimed_reward: float = Field(
-        description=f"Sum of the rewards the peer itself claimed; {RANGE}."
+        description=f"Sum of the batch rewards the peer itself claimed; {PER_BATCH}; {RANGE}."
     )
     rounds: int = Field(description="Rounds in which the peer published a batch.")
     verified_batches: int = Field(description=f"Of those, batches that are verified: {VERIFIED}.")
@@ -49,7 +92,10 @@ class LeaderboardEntry(BaseModel):
     slashes: int
     slashed_wei: str
     flags_received: int = Field(description="Committee votes that flagged the peer's batches.")
-    attestations_given: int = Field(description="Committee votes of the peer that counted.")
+    verdicts_counted: int = Field(
+        description="The peer's revealed verdicts that counted (VerdictRevealed: it held the seat)."
+    )
+    pending_batches: int = Field(0, description=f"The peer's batches that are pending: {PENDING}.")
     last_round: int | None
     duty_seats: int = Field(description=f"Committee duty: {DUTY}, in all sealed rounds.")
     duty_done: int = Field(description="Of those seats, the ones the peer revealed a verdict on.")
@@ -59,6 +105,7 @@ class LeaderboardEntry(BaseModel):
     out_of_range_batches: int = Field(
         0, description="The peer's batches whose claim or verified reward is out of range."
     )
+    attestations_given: int = deprecated("verdicts_counted")
 
 
 class Leaderboard(BaseModel):
@@ -71,13 +118,17 @@ class Leaderboard(BaseModel):
     entries: list[LeaderboardEntry]
 
 
-class Vote(BaseModel):
+class Vote(DeprecatedNames):
     """One committee member's revealed verdict on a batch."""
 
-    attester: str
+    renamed: ClassVar[dict[str, str]] = {"attester": "voter"}
+
+    voter: str = Field(description="The committee member who revealed the verdict (EIP-55).")
     checked: int
     agreed: int
-    verified_reward: float = Field(description="The attester's own reward sum for the batch.")
+    verified_reward: float = Field(
+        description=f"The voter's own reward sum for the batch ({PER_BATCH})."
+    )
     in_range: bool = Field(description="Whether it lies within [0, the batch maximum].")
     is_flag: bool = Field(description="agreed < checked.")
     counted: bool = Field(
@@ -86,19 +137,25 @@ class Vote(BaseModel):
     weight_wei: str | None = Field(description="Vote weight (wei of stake); null when ignored.")
     block_number: int
     tx_hash: str
+    attester: str = deprecated("voter")
 
 
-class Batch(BaseModel):
+class Batch(DeprecatedNames):
+    renamed: ClassVar[dict[str, str]] = {"attestations": "verdicts_counted"}
+
     round: int
     peer: str
     name: str | None = None
     digest: str = Field(description="SHA-256 of the stored batch (the on-chain commitment).")
     groups: int
     completions: int
-    claimed_reward: float = Field(description="The publisher's rewardSum, as claimed.")
+    claimed_reward: float = Field(
+        description=f"The publisher's rewardSum, as claimed ({PER_BATCH})."
+    )
     verified_reward: float | None = Field(
         description="Stake-weighted median of the committee's revealed reward sums (0 once "
-        "upheld or inconclusive), as it came out; None until a committee vote counts."
+        "upheld or inconclusive), as it came out; null until a committee vote counts. While the "
+        "batch is pending it is what the committee revealed so far."
     )
     reward_max: float = Field(
         description="The batch maximum, the most the batch can be worth: n x G x 1000 "
@@ -110,9 +167,11 @@ class Batch(BaseModel):
     )
     verified_in_range: bool | None = Field(
         description="Whether the verified reward lies within [0, reward_max] (only then does it "
-        "count); None without one."
+        "count); null without one."
     )
-    attestations: int = Field(description="Committee votes that counted.")
+    verdicts_counted: int = Field(
+        description="Committee verdicts that counted (VerdictRevealed): agreements + flags."
+    )
     agreements: int
     flags: int
     agree_weight_wei: str = Field(description="Vote weight of the agreeing committee votes.")
@@ -126,6 +185,7 @@ class Batch(BaseModel):
         "settles nothing)."
     )
     verified: bool = Field(description=f"Whether the batch is verified: {VERIFIED}.")
+    pending: bool = Field(description=f"Whether the batch is pending: {PENDING}.")
     settled: bool
     slashed: bool
     relayer: str | None
@@ -134,6 +194,7 @@ class Batch(BaseModel):
     votes: list[Vote] | None = Field(
         None, description="The committee's revealed votes (in /api/rounds/{round} only)."
     )
+    attestations: int = deprecated("verdicts_counted")
 
 
 class StakeChange(BaseModel):
@@ -191,15 +252,27 @@ class PeerDetail(LeaderboardEntry):
     duties: list[Duty] = Field(description="Committee duty per sealed round, oldest first.")
 
 
-class RoundEntry(BaseModel):
+class RoundEntry(DeprecatedNames):
+    renamed: ClassVar[dict[str, str]] = {
+        "attested_batches": "batches_with_verdicts",
+        "attestations": "verdicts_counted",
+    }
+
     round: int
-    publications: int
+    publications: int = Field(description="Batches published for the round.")
     groups: int
     completions: int
-    claimed_reward: float = Field(description=f"Sum of the batches' claims; {RANGE}.")
-    verified_reward: float = Field(description=f"Sum of the verified rewards; {RANGE}.")
-    attested_batches: int
-    attestations: int
+    claimed_reward: float = Field(
+        description=f"Sum of the batches' claims; {PER_BATCH}; {RANGE}."
+    )
+    verified_reward: float = Field(
+        description="Sum of the batches' verified rewards (pending ones with what their committee "
+        f"revealed so far: see pending); {PER_BATCH}; {RANGE}."
+    )
+    batches_with_verdicts: int = Field(
+        description="Batches at least one committee verdict counted on."
+    )
+    verdicts_counted: int = Field(description="Committee verdicts that counted (VerdictRevealed).")
     flags: int
     disputes: int = Field(description="Settled disputes: upheld, rejected or inconclusive.")
     slashes: int = Field(description="Of those, upheld ones.")
@@ -209,10 +282,17 @@ class RoundEntry(BaseModel):
     out_of_range_batches: int = Field(
         0, description="Batches whose claim or verified reward is out of range."
     )
+    closed: bool = Field(description="Whether the round's reveal phase is over.")
+    pending_batches: int = Field(description=f"The round's batches that are pending: {PENDING}.")
+    pending: bool = Field(
+        description="Whether the round's outcome can still change: its reveal phase is not over "
+        "or one of its batches is pending. Its verified_reward is no verdict yet."
+    )
+    attested_batches: int = deprecated("batches_with_verdicts")
+    attestations: int = deprecated("verdicts_counted")
 
 
 class RoundDetail(RoundEntry):
-    closed: bool = Field(description="Whether the round's reveal phase is over.")
     batches: list[Batch]
     duties: list[PeerDuty] = Field(description="Committee duty of each seated peer.")
 
@@ -225,7 +305,12 @@ class RoundsPage(BaseModel):
     entries: list[RoundEntry]
 
 
-class Stats(BaseModel):
+class Stats(DeprecatedNames):
+    renamed: ClassVar[dict[str, str]] = {
+        "attested_batches": "batches_with_verdicts",
+        "attestations": "verdicts_counted",
+    }
+
     peers: int
     active_peers: int
     slashes: int
@@ -234,12 +319,17 @@ class Stats(BaseModel):
     latest_round: int | None = Field(description="Highest round with a batch.")
     current_round: int | None = Field(description="The chain's round at the indexed block.")
     batches: int
-    attested_batches: int = Field(description="Batches at least one committee vote counted on.")
+    batches_with_verdicts: int = Field(
+        description="Batches at least one committee verdict counted on."
+    )
     verified_batches: int = Field(description=f"Batches that are verified: {VERIFIED}.")
     verified_share: float = Field(description="verified_batches / batches (0 when none).")
-    attestations: int = Field(description="Committee votes that counted (VerdictRevealed).")
-    claimed_reward: float = Field(description=f"Sum of all claims; {RANGE}.")
-    verified_reward: float = Field(description=f"Sum of all verified rewards; {RANGE}.")
+    pending_batches: int = Field(description=f"Batches that are pending: {PENDING}.")
+    verdicts_counted: int = Field(description="Committee verdicts that counted (VerdictRevealed).")
+    claimed_reward: float = Field(description=f"Sum of all claims; {PER_BATCH}; {RANGE}.")
+    verified_reward: float = Field(
+        description=f"Sum of all verified rewards; {PER_BATCH}; {RANGE}."
+    )
     out_of_range_batches: int = Field(
         0, description="Batches whose claim or verified reward is out of range."
     )
@@ -251,6 +341,8 @@ class Stats(BaseModel):
     indexed_block: int | None
     chain_id: int
     coordinator: str
+    attested_batches: int = deprecated("batches_with_verdicts")
+    attestations: int = deprecated("verdicts_counted")
 
 
 class Health(BaseModel):
@@ -266,3 +358,19 @@ class Health(BaseModel):
 
 class Problem(BaseModel):
     detail: str
+
+
+class ApiRoute(BaseModel):
+    """One endpoint of the API."""
+
+    name: str = Field(description="The endpoint's name.")
+    path: str = Field(description="Its path; {braces} mark a path parameter.")
+    description: str = Field(description="What it answers, in one line.")
+    deprecated: bool = Field(False, description=f"Whether it is deprecated ({REMOVAL}).")
+
+
+class ApiIndex(BaseModel):
+    title: str
+    version: str
+    docs: str = Field(description="Where the fields are described (docs/API.md, /openapi.json).")
+    endpoints: list[ApiRoute]

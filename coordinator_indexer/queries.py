@@ -4,6 +4,11 @@ Rank is always the position by verified reward (ties: claimed reward, then the a
 number), whatever order a page is sorted in, so a peer's rank means the same thing on every page.
 Totals count only the rewards within their batch's range; a batch shows its own values as they
 are, with whether they are in range (``derive``, "count only within [0, the batch maximum]").
+A batch is pending as of the indexed block (``closed_before``: the first round whose reveal phase
+is not over), so pending is computed here, when read (``derive.batch_is_pending``).
+
+The dicts carry the API's names only; the response models add the deprecated v1 names
+(``models.DeprecatedNames``). Some columns keep v1 names (``schema``, "Column names").
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from coordinator_indexer import schema
 from coordinator_indexer.derive import (
+    batch_is_pending,
     count_out_of_range,
+    count_pending,
     count_verified,
     counted_claim,
     counted_verified,
@@ -89,8 +96,18 @@ def _duty_totals(closed_before: int | None) -> Any:
     )
 
 
+def _pending_totals(closed_before: int | None) -> Any:
+    """Per peer: its pending batches (a subquery)."""
+    p = schema.publications
+    return (
+        select(p.c.peer, count_pending(closed_before, p).label("pending_batches"))
+        .group_by(p.c.peer)
+        .subquery("pending")
+    )
+
+
 def _ranked(closed_before: int | None) -> Any:
-    duty = _duty_totals(closed_before)
+    duty, pending = _duty_totals(closed_before), _pending_totals(closed_before)
     return (
         select(
             _P,
@@ -98,8 +115,13 @@ def _ranked(closed_before: int | None) -> Any:
             func.coalesce(duty.c.duty_seats, 0).label("duty_seats"),
             func.coalesce(duty.c.duty_done, 0).label("duty_done"),
             func.coalesce(duty.c.duty_missed, 0).label("duty_missed"),
+            func.coalesce(pending.c.pending_batches, 0).label("pending_batches"),
         )
-        .select_from(_P.outerjoin(duty, duty.c.peer == _P.c.address))
+        .select_from(
+            _P.outerjoin(duty, duty.c.peer == _P.c.address).outerjoin(
+                pending, pending.c.peer == _P.c.address
+            )
+        )
         .subquery("ranked")
     )
 
@@ -146,7 +168,8 @@ def _peer_entry(row: Any) -> dict:
         "slashes": row.slashes,
         "slashed_wei": row.slashed_wei,
         "flags_received": row.flags_received,
-        "attestations_given": row.attestations_given,
+        "verdicts_counted": row.attestations_given,
+        "pending_batches": int(row.pending_batches),
         "last_round": row.last_round,
         "duty_seats": int(row.duty_seats),
         "duty_done": int(row.duty_done),
@@ -174,7 +197,7 @@ def peer(conn: Connection, address: str, *, closed_before: int | None = None) ->
         "registered_block": row.registered_block,
         "withdrawable_at": row.withdrawable_at,
         "endpoint": _latest_endpoint(conn, address),
-        "batches": [_batch(b) for b in batches],
+        "batches": [_batch(b, closed_before) for b in batches],
         "stake_history": _stake_history(changes),
         "duties": [_duty(d, closed_before) for d in duties],
     }
@@ -214,7 +237,7 @@ def _latest_endpoint(conn: Connection, address: str) -> dict | None:
     }
 
 
-def _batch(row: Any) -> dict:
+def _batch(row: Any, closed_before: int | None) -> dict:
     return {
         "round": row.round,
         "peer": row.peer,
@@ -226,7 +249,7 @@ def _batch(row: Any) -> dict:
         "reward_max": row.reward_max_milli / 1000,
         "claimed_in_range": bool(row.claimed_in_range),
         "verified_in_range": None if row.verified_in_range is None else bool(row.verified_in_range),
-        "attestations": row.attestations,
+        "verdicts_counted": row.attestations,
         "agreements": row.agreements,
         "flags": row.flags,
         "agree_weight_wei": row.agree_weight_wei,
@@ -234,6 +257,7 @@ def _batch(row: Any) -> dict:
         "ignored": row.ignored,
         "outcome": row.outcome,
         "verified": bool(row.verified),
+        "pending": batch_is_pending(row.round, bool(row.settled), row.flags, closed_before),
         "settled": bool(row.settled),
         "slashed": bool(row.slashed),
         "relayer": row.relayer,
@@ -290,10 +314,13 @@ def round_detail(conn: Connection, round_: int, *, closed_before: int | None = N
         .where(u.c.round == round_)
         .order_by(address_order(u.c.peer))
     ).all()
+    shown = [
+        {**_batch(b, closed_before), "name": b.name, "votes": votes.get(b.peer, [])}
+        for b in batches
+    ]
     return {
-        **_round_entry(row),
-        "closed": closed_before is not None and round_ < closed_before,
-        "batches": [{**_batch(b), "name": b.name, "votes": votes.get(b.peer, [])} for b in batches],
+        **_round_entry(row, sum(b["pending"] for b in shown), closed_before),
+        "batches": shown,
         "duties": [{**_duty(d, closed_before), "peer": d.peer, "name": d.name} for d in duties],
     }
 
@@ -309,7 +336,7 @@ def _round_votes(conn: Connection, round_: int, maxima: dict[str, int]) -> dict[
     for row in rows:
         out.setdefault(row.subject, []).append(
             {
-                "attester": row.attester,
+                "voter": row.attester,
                 "checked": row.checked,
                 "agreed": row.agreed,
                 "verified_reward": row.verified_milli / 1000,
@@ -324,7 +351,9 @@ def _round_votes(conn: Connection, round_: int, maxima: dict[str, int]) -> dict[
     return out
 
 
-def _round_entry(row: Any) -> dict:
+def _round_entry(row: Any, pending_batches: int, closed_before: int | None) -> dict:
+    """A round's totals; ``pending_batches``: how many of its batches are pending."""
+    closed = closed_before is not None and row.round < closed_before
     return {
         "round": row.round,
         "publications": row.publications,
@@ -332,8 +361,8 @@ def _round_entry(row: Any) -> dict:
         "completions": row.completions,
         "claimed_reward": row.claimed_milli / 1000,
         "verified_reward": row.verified_milli / 1000,
-        "attested_batches": row.attested_batches,
-        "attestations": row.attestations,
+        "batches_with_verdicts": row.attested_batches,
+        "verdicts_counted": row.attestations,
         "flags": row.flags,
         "disputes": row.disputes,
         "slashes": row.slashes,
@@ -341,21 +370,44 @@ def _round_entry(row: Any) -> dict:
         "seats": row.seats,
         "seats_done": row.seats_done,
         "out_of_range_batches": row.out_of_range_batches,
+        "closed": closed,
+        "pending_batches": pending_batches,
+        "pending": not closed or pending_batches > 0,
     }
 
 
-def rounds_page(conn: Connection, *, limit: int, offset: int, order: str) -> dict:
-    """Round totals (the swarm's reward-over-rounds series), paged."""
+def rounds_page(
+    conn: Connection, *, limit: int, offset: int, order: str, closed_before: int | None = None
+) -> dict:
+    """Round totals (the swarm's reward-over-rounds series), paged, with which are pending."""
     r = schema.rounds
     ordering = r.c.round.desc() if order == "desc" else r.c.round.asc()
     rows = conn.execute(select(r).order_by(ordering).limit(limit).offset(offset)).all()
     total = conn.execute(select(func.count()).select_from(r)).scalar_one()
-    return {"total": int(total), "entries": [_round_entry(row) for row in rows]}
+    pending = _pending_per_round(conn, [row.round for row in rows], closed_before)
+    entries = [_round_entry(row, pending.get(row.round, 0), closed_before) for row in rows]
+    return {"total": int(total), "entries": entries}
+
+
+def _pending_per_round(
+    conn: Connection, rounds: list[int], closed_before: int | None
+) -> dict[int, int]:
+    """How many batches of each of ``rounds`` are pending (rounds without any: absent)."""
+    if not rounds:
+        return {}
+    p = schema.publications
+    query = (
+        select(p.c.round, count_pending(closed_before, p))
+        .where(p.c.round.in_(rounds))
+        .group_by(p.c.round)
+    )
+    return {row[0]: int(row[1]) for row in conn.execute(query)}
 
 
 def stats(conn: Connection, state: IndexerState | None, round_duration: int, genesis: int) -> dict:
     """Swarm totals: peers, rounds, batches, and how much of it other peers verified."""
     p = schema.publications
+    closed_before = state.closed_before(genesis, round_duration) if state is not None else None
     peers = conn.execute(
         select(
             func.count(),
@@ -373,16 +425,17 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
             func.count(func.distinct(p.c.round)),
             func.max(p.c.round),
             count_out_of_range(p),
+            count_pending(closed_before, p),
         )
     ).one()
     unapplied = conn.execute(
         select(func.count()).select_from(schema.unapplied_events)
     ).scalar_one()
     stake_rows = conn.execute(select(_P.c.stake_wei).where(_P.c.status != "withdrawn")).all()
-    attestations = conn.execute(
+    counted = conn.execute(
         select(func.count()).select_from(schema.votes).where(schema.votes.c.counted == true())
     ).scalar_one()
-    total_batches, attested, verified = int(batches[0]), int(batches[1]), int(batches[2])
+    total_batches, with_verdicts, verified = int(batches[0]), int(batches[1]), int(batches[2])
     current_round = None
     if state is not None and state.cursor_timestamp >= genesis:
         current_round = (state.cursor_timestamp - genesis) // round_duration
@@ -395,10 +448,11 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
         "latest_round": batches[6],
         "current_round": current_round,
         "batches": total_batches,
-        "attested_batches": attested,
+        "batches_with_verdicts": with_verdicts,
         "verified_batches": verified,
         "verified_share": verified / total_batches if total_batches else 0.0,
-        "attestations": int(attestations),
+        "pending_batches": int(batches[8]),
+        "verdicts_counted": int(counted),
         "claimed_reward": int(batches[3]) / 1000,
         "verified_reward": int(batches[4]) / 1000,
         "out_of_range_batches": int(batches[7]),

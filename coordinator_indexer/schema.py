@@ -38,6 +38,17 @@ never stops on a chain's data):
   ``VerdictState`` (2 upheld, 3 rejected, 4 inconclusive) leaves its batch unsettled;
 - counts are ``uint32`` and fit a 64-bit column; names have NUL replaced (Postgres text cannot hold
   it) and are cut to 128 characters.
+
+Column names: the event tables name a committee member ``attester``, as the contract's events do
+(``VerdictRevealed.attester``). A few derived columns keep names from protocol v1, since renaming
+them would take a migration that users would gain nothing from: the HTTP API (``queries``,
+``models``, docs/API.md) names them in the protocol's words instead:
+
+    publications.attestations    -> a batch's ``verdicts_counted``
+    peers.attestations_given     -> a peer's ``verdicts_counted``
+    rounds.attested_batches      -> a round's ``batches_with_verdicts``
+    rounds.attestations          -> a round's ``verdicts_counted``
+    votes.attester               -> a vote's ``voter``
 """
 
 from __future__ import annotations

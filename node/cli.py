@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ from node.chain.errors import ChainError
 from node.chain.models import TxReceipt
 from node.chain.units import format_deadline, format_eth, parse_eth
 from node.config import ConfigError, NodeConfig, example_toml, load_config, with_overrides
+from node.error_log import save_traceback, unexpected_error_line
 from node.experiment.command import experiment as experiment_command
 from node.folder_lock import FolderInUse
 from node.folder_lock import hold as hold_folder
@@ -48,25 +48,47 @@ from node.storage import StoreError
 DEFAULT_CONFIG = Path("node.toml")
 
 
+#: The node's own error families: each says what to do, in one line.
+USER_ERRORS = (
+    AnvilError,
+    ChainError,
+    ConfigError,
+    FolderInUse,
+    IdentityError,
+    KuboDaemonError,
+    KuboMissing,
+    NodeError,
+    PolicyError,
+    PortTaken,
+    StoreError,
+)
+
+
 @contextmanager
 def _user_errors() -> Iterator[None]:
-    """Turns the node's own error families into one-line messages, never a traceback."""
+    """Turns the node's own error families into one-line messages; the traceback goes to the
+    error log (``node.error_log``), never to the terminal."""
     try:
         yield
-    except (
-        AnvilError,
-        ChainError,
-        ConfigError,
-        FolderInUse,
-        IdentityError,
-        KuboDaemonError,
-        KuboMissing,
-        NodeError,
-        PolicyError,
-        PortTaken,
-        StoreError,
-    ) as exc:
+    except USER_ERRORS as exc:
+        save_traceback(exc)
         raise click.ClickException(str(exc)) from None
+
+
+class SwarmGroup(click.Group):
+    """The ``swarm`` group: an error no command expected is one line too, with its traceback in
+    the error log."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise
+        except USER_ERRORS as exc:
+            save_traceback(exc)
+            raise click.ClickException(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - one line for the user, the traceback in a file
+            raise click.ClickException(unexpected_error_line(exc, save_traceback(exc))) from None
 
 
 def _config(ctx: click.Context) -> NodeConfig:
@@ -111,7 +133,10 @@ def _done(what: str, receipt: TxReceipt) -> None:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=SwarmGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--config",
     "config_path",
@@ -132,6 +157,7 @@ def main(ctx: click.Context, config_path: Path | None) -> None:
       swarm register --name alice --stake 0.05
       swarm status
     """
+    _setup_logging()
     ctx.obj = {
         "config_path": config_path or DEFAULT_CONFIG,
         "config_given": config_path is not None,
@@ -221,7 +247,7 @@ def exit_(ctx: click.Context) -> None:
         _done("exit requested", receipt)
         round_ = client.phases().withdrawable_from(info.exit_round)
         start = client.clock.start_of(round_)
-        when = format_deadline(start, client.chain_time())
+        when = format_deadline(start, client.next_block_time())
         click.echo(f"withdrawable from round {round_} ({when})")
 
 
@@ -251,9 +277,13 @@ def claim(ctx: click.Context) -> None:
         _done(f"claimed {format_eth(amount)}", client.claim())
 
 
-def _setup_logging(verbose: int) -> None:
+#: One format for every log line of every command (retries, warnings, -v details).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+def _setup_logging(verbose: int = 0) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format=LOG_FORMAT, datefmt="%H:%M:%S", force=True)
 
 
 @main.command()
@@ -268,24 +298,29 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     """Run this node: each round generate, publish, verify peers, judge, train, checkpoint.
 
     \b
-    Prints one line per round: local reward, external groups used, rejected peer batches by
-    reason, step time. Ctrl-C stops after the current step with the state and adapter saved;
+    Prints one line per round: the mean reward per completion of its own groups, external
+    groups used, rejected peer batches by reason, step time; and a line for rounds skipped. Ctrl-C stops after the current step with the state and adapter saved;
     a restarted node resumes where it stopped and never publishes a round twice.
     """
     from node.round.exchange import ChainExchange
-    from node.round.factory import build_node  # torch and transformers load only for `run`
     from node.round.loop import LoopSettings, StopSignal, run_node
 
     config = _config(ctx)
     _setup_logging(verbose)
     account = _account(config)
     out = Output()  # output that went away (a closed pipe or terminal) does not stop the node
-    out.echo(f"peer {account.address}: loading {config.model.source} ...")
-    with _user_errors():
-        state_lock = hold_folder(config.model.checkpoint_dir.expanduser(), "swarm run")
-        node = build_node(config, account, ChainExchange.connect(config, account))
     stop = StopSignal()
     stop.install(out.error)
+    with _user_errors():  # the chain, the registration and the folder before the model loads
+        state_lock = hold_folder(config.model.checkpoint_dir.expanduser(), "swarm run")
+        exchange = ChainExchange.connect(config, account)
+        exchange.check_can_join(account.address)
+        if stop.requested:
+            return
+        out.echo(f"peer {account.address}: loading {config.model.source} ...")
+        from node.round.factory import build_node  # torch and transformers load only now
+
+        node = build_node(config, account, exchange)
     settings = LoopSettings(
         collect_fraction=config.round.collect_fraction,
         poll_interval=config.round.poll_interval,
@@ -294,7 +329,9 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     out.echo(f"running on {config.chain.rpc_url}; Ctrl-C to stop")
     try:
         with _user_errors():
-            done = run_node(node, settings, stop=stop, on_report=lambda r: out.echo(r.line()))
+            done = run_node(
+                node, settings, stop=stop, on_report=lambda r: out.echo(r.line()), on_notice=out.echo
+            )
     except KeyboardInterrupt:
         raise click.ClickException(
             "aborted; the state file was saved, the adapter of the "
@@ -465,7 +502,6 @@ def local_up(
         processes=processes,
         round_seconds=round_seconds,
     )
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stop = StopSignal()
     out = Output(on_lost=stop.request)  # a closed pipe or terminal: stop, as on Ctrl-C
     stop.install(out.error)
@@ -492,13 +528,8 @@ def local_up(
 def _failure_line(exc: Exception, workdir: Path) -> str:
     """One line for an unexpected error of ``swarm local up``; its traceback goes to
     ``workdir/error.log`` when the folder exists."""
-    line = f"{type(exc).__name__}: {exc}".splitlines()[0]
-    log = workdir.resolve() / "error.log"
-    try:
-        log.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
-    except OSError:
-        return f"{line} (everything it started was stopped)"
-    return f"{line} (everything it started was stopped; traceback in {log})"
+    log = save_traceback(exc, workdir / "error.log") if workdir.is_dir() else save_traceback(exc)
+    return unexpected_error_line(exc, log, after="everything it started was stopped")
 
 
 main.add_command(experiment_command)

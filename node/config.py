@@ -274,12 +274,15 @@ def parse_config(data: dict[str, Any], *, source: str = "configuration") -> Node
     try:
         return NodeConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "\n".join(
-            f"  {'.'.join(str(part) for part in error['loc']) or '(top)'}: "
+        problems = [
+            f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: "
             f"{error['msg'].removeprefix('Value error, ')}"
             for error in exc.errors()
-        )
-        raise ConfigError(f"{source} has {exc.error_count()} problem(s):\n{problems}") from None
+        ]
+        if len(problems) == 1:
+            raise ConfigError(f"{source}: {problems[0]}") from None
+        listed = "\n".join(f"  {problem}" for problem in problems)
+        raise ConfigError(f"{source} has {len(problems)} problems:\n{listed}") from None
 
 
 def with_overrides(config: NodeConfig, overrides: Mapping[str, Mapping[str, Any]]) -> NodeConfig:

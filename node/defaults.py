@@ -11,9 +11,36 @@ SHIPPED_MODEL = "smollm2-135m"
 #: the shipped model to score between ~5 % and ~50 %, so GRPO has a signal.
 DEFAULT_PRESET_NAME = "smol-easy"
 
+#: The cache root's name under ``$XDG_CACHE_HOME`` (or ``~/.cache``).
+CACHE_DIR_NAME = "swarm-testnet"
+#: The cache root in the shell scripts (scripts/bootstrap, scripts/build-kubo): the same rule as
+#: ``cache_root()``, written the same way in each (tests/toolchain/test_cache_root.py checks it).
+CACHE_ROOT_SHELL = "${SWARM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/swarm-testnet}"
+
+
+def cache_root() -> Path:
+    """The one folder outside the clone where the project caches what it builds or downloads:
+    ``$SWARM_CACHE_DIR``, else ``$XDG_CACHE_HOME/swarm-testnet``, else ``~/.cache/swarm-testnet``
+    (an empty variable counts as unset, as in the shell's ``${VAR:-...}``). Under it:
+
+    - ``pyenv-<key>/``    the third-party Python packages (scripts/bootstrap), one per set of pins;
+    - ``pip/``            pip's download cache while scripts/bootstrap builds one (unless
+                          ``$PIP_CACHE_DIR`` or pip's own configuration names another);
+    - ``tools/``          Kubo, built by scripts/build-kubo (``node.local.kubo.tools_binary``);
+    - ``smollm2-135m/``   the dequantised shipped model (``model_cache_dir``).
+
+    ``rm -rf`` of it removes everything the project cached (the next scripts/bootstrap builds it
+    again); Go's own caches (``~/go/pkg/mod``, ``~/.cache/go-build``), npm's (``~/.npm``) and
+    Debian's packages are not in it."""
+    named = os.environ.get("SWARM_CACHE_DIR")
+    if named:
+        return Path(named)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / CACHE_DIR_NAME
+
 
 def model_cache_dir() -> Path:
-    """Where dequantised models are cached: ``$SWARM_MODEL_CACHE``, else ``$SWARM_CACHE_DIR``,
-    else ``~/.cache/swarm`` (the local swarm gives each node process its own)."""
-    folder = os.environ.get("SWARM_MODEL_CACHE") or os.environ.get("SWARM_CACHE_DIR")
-    return Path(folder) if folder else Path.home() / ".cache" / "swarm"
+    """Where dequantised models are cached (``<this>/smollm2-135m/``): ``$SWARM_MODEL_CACHE``,
+    else the cache root (``cache_root()``); the local swarm gives each node process its own."""
+    named = os.environ.get("SWARM_MODEL_CACHE")
+    return Path(named) if named else cache_root()

@@ -50,7 +50,7 @@ def keystore_address(path: Path) -> str:
     document = _read_document(path)
     address = document.get("address")
     if not isinstance(address, str):
-        raise IdentityError(f"{path} has no address field: not a keystore file")
+        raise IdentityError(_damaged(path, "it has no address field"))
     return to_checksum_address("0x" + address.removeprefix("0x"))
 
 
@@ -61,10 +61,13 @@ def unlock_keystore(path: Path, password: str) -> LocalAccount:
         key = Account.decrypt(document, password)
     except ValueError as exc:
         if "MAC mismatch" in str(exc):
-            raise IdentityError(f"wrong password for {path}") from None
-        raise IdentityError(f"{path} is not a valid keystore: {exc}") from None
+            raise IdentityError(
+                f"wrong password for {path}: set the one it was created with "
+                "(the password file or environment variable of [identity])"
+            ) from None
+        raise IdentityError(_damaged(path, str(exc))) from None
     except (KeyError, TypeError, AttributeError) as exc:
-        raise IdentityError(f"{path} is not a valid keystore (missing or bad {exc})") from None
+        raise IdentityError(_damaged(path, f"missing or bad {exc}")) from None
     return Account.from_key(key)
 
 
@@ -84,11 +87,22 @@ def _read_document(path: Path) -> dict:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise IdentityError(f"no keystore at {path}: create one with `swarm init`") from None
-    except (OSError, ValueError) as exc:
-        raise IdentityError(f"cannot read the keystore {path}: {exc}") from None
+    except IsADirectoryError:
+        raise IdentityError(f"{path} is a folder: set [identity] keystore to the key's file") from None
+    except OSError as exc:
+        raise IdentityError(f"cannot read the keystore {path}: {exc.strerror}") from None
+    except ValueError:
+        raise IdentityError(_damaged(path, "it is not JSON")) from None
     if not isinstance(document, dict):
-        raise IdentityError(f"{path} is not a keystore file")
+        raise IdentityError(_damaged(path, "it is not a JSON object"))
     return document
+
+
+def _damaged(path: Path, why: str) -> str:
+    return (
+        f"{path} is not a usable keystore ({why}): restore the file from your backup; without "
+        "one, `swarm init --force` makes a new key (a new address: stake stays with the old one)"
+    )
 
 
 def _write_private(path: Path, data: bytes) -> None:

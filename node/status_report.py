@@ -278,12 +278,12 @@ def status_lines(
     lines.append(
         f"stake    {format_eth(info.stake)} (locked by open flags {format_eth(info.locked_bonds)})"
     )
-    current = client.current_round()
+    current = client.round_now()
     lines.append(_bond_line(info.free_stake, client.rules_at(current).flag_bond))
     phases = client.phases()
     if info.status is PeerStatus.EXITING:
         round_ = phases.withdrawable_from(info.exit_round)
-        deadline = format_deadline(client.clock.start_of(round_), client.chain_time())
+        deadline = format_deadline(client.clock.start_of(round_), client.next_block_time())
         lines.append(f"         withdrawable from round {round_} ({deadline})")
     lines.append(
         f"round    {current} (open disputes: {info.open_disputes}, open flags: {info.open_flags})"

@@ -1,6 +1,8 @@
 // The leaderboard page: fetches the indexer's JSON API and renders stats, the table and an SVG
 // chart of reward over rounds. No framework and no build step; refreshes every few seconds
-// (?refresh=N seconds, 0 to stop).
+// (?refresh=N seconds, 0 to stop). Rewards are sums: a batch's is the sum over its completions, a
+// peer's the sum over its batches. A pending round or batch (its outcome can still change) is
+// shown as pending: a gap in the verified lines under a "pending" band, "pending" in the tables.
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -72,8 +74,9 @@ async function renderStats() {
   const cards = [
     ["active peers", stats.active_peers.toLocaleString(), `of ${stats.peers} registered`],
     ["rounds", stats.rounds.toLocaleString(), stats.current_round === null ? "" : `chain is in round ${stats.current_round}`],
-    ["batches", stats.batches.toLocaleString(), `${stats.attestations.toLocaleString()} committee votes`],
-    ["verified share", `${(100 * stats.verified_share).toFixed(1)} %`, `${stats.verified_batches} of ${stats.batches} batches`],
+    ["batches", stats.batches.toLocaleString(), `${stats.verdicts_counted.toLocaleString()} committee verdicts`],
+    ["verified share", `${(100 * stats.verified_share).toFixed(1)} %`,
+      `${stats.verified_batches} of ${stats.batches} batches · ${stats.pending_batches} pending`],
     ["verified reward", fmtReward(stats.verified_reward), `claimed ${fmtReward(stats.claimed_reward)}`],
     ["total stake", `${fmtEth(Number(BigInt(stats.total_stake_wei) / 10n ** 12n) / 1e6)} ETH`, `${stats.slashes} slashes`],
   ];
@@ -108,12 +111,13 @@ async function renderBoard() {
       el("td", { class: "num stake" }, fmtEth(peer.stake_eth)),
       el("td", { class: `num slashes${peer.slashes ? " slashed" : ""}` }, String(peer.slashes)),
       el("td", { class: "num duty-done", title: `${peer.duty_seats} seats held` }, String(peer.duty_done)),
-      el("td", { class: `num duty-missed${peer.duty_missed ? " missed" : ""}` }, String(peer.duty_missed)));
+      el("td", { class: `num duty-missed${peer.duty_missed ? " missed" : ""}` }, String(peer.duty_missed)),
+      pendingCell(peer.pending_batches));
     if (peer.address === view.selected) row.classList.add("selected");
     row.addEventListener("click", () => selectPeer(peer.address));
     return row;
   });
-  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "9", class: "muted" }, "no peers registered yet")));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "10", class: "muted" }, "no peers registered yet")));
   $("rows").replaceChildren(...rows);
   for (const th of document.querySelectorAll("th[data-sort]")) {
     th.classList.toggle("sorted", th.dataset.sort === view.sort);
@@ -123,6 +127,13 @@ async function renderBoard() {
   $("page").textContent = view.total ? `${view.offset + 1}–${last} of ${view.total}` : "";
   $("prev").disabled = view.offset === 0;
   $("next").disabled = last >= view.total;
+}
+
+// How many of a peer's batches are pending: their verified reward is no verdict yet.
+function pendingCell(count) {
+  if (!count) return el("td", { class: "num pending-batches" }, "–");
+  return el("td", { class: "num pending-batches pending", title: "outcome not settled yet: the verified reward of these batches can still change" },
+    `${count} pending`);
 }
 
 function selectPeer(address) {
@@ -138,11 +149,13 @@ function selectPeer(address) {
 async function renderChart() {
   const rounds = await getJSON("/api/rounds?limit=500&order=desc");
   const swarm = rounds.entries.slice().reverse();
+  const pending = swarm.filter((r) => r.pending).map((r) => r.round);
   const series = [
     {
+      // a pending round has no verdict yet: a gap (null), not a 0
       label: "swarm: verified per batch",
       color: "var(--accent)",
-      points: swarm.map((r) => [r.round, r.publications ? r.verified_reward / r.publications : 0]),
+      points: swarm.map((r) => [r.round, r.pending ? null : r.publications ? r.verified_reward / r.publications : 0]),
     },
     {
       label: "swarm: claimed per batch",
@@ -162,7 +175,8 @@ async function renderChart() {
         {
           label: `${peer.name}: verified`,
           color: "var(--peer)",
-          points: peer.batches.filter((b) => b.verified_in_range).map((b) => [b.round, b.verified_reward]),
+          points: peer.batches.filter((b) => b.verified_in_range || b.pending)
+            .map((b) => [b.round, b.pending ? null : b.verified_reward]),
         },
         {
           label: `${peer.name}: claimed`,
@@ -176,11 +190,14 @@ async function renderChart() {
     }
   }
   $("chart-peer").textContent = peerNote;
-  drawChart($("chart"), series);
-  $("legend").replaceChildren(
-    ...series.map((s) =>
-      el("span", {}, el("i", { style: `background:${s.color}${s.dashed ? ";opacity:.6" : ""}` }), s.label))
-  );
+  drawChart($("chart"), series, pending);
+  const legend = series.map((s) =>
+    el("span", {}, el("i", { style: `background:${s.color}${s.dashed ? ";opacity:.6" : ""}` }), s.label));
+  if (pending.length) {
+    legend.push(el("span", { class: "pending-legend" }, el("i", { class: "pending-swatch" }),
+      "pending: outcome not settled yet, no verified reward drawn"));
+  }
+  $("legend").replaceChildren(...legend);
 }
 
 // ------------------------------------------------------------------------ the selected peer's batches
@@ -190,11 +207,12 @@ function weightEth(wei) {
 }
 
 function outcomeText(batch) {
+  if (batch.pending) return batch.flags ? "pending: flagged, awaiting settlement" : "pending: committee still judging";
   if (batch.outcome === "upheld") return "upheld (slashed)";
   if (batch.outcome === "rejected") return "flags rejected";
   if (batch.outcome === "inconclusive") return "inconclusive (no reward)";
   if (batch.flags) return "flagged, not settled";
-  if (batch.attestations) return "agreed";
+  if (batch.verdicts_counted) return "agreed";
   return "no committee vote";
 }
 
@@ -205,17 +223,24 @@ function rewardCell(value, inRange, max, extra = "") {
     `${fmtReward(value)} ⚠`);
 }
 
+// A pending batch's verified reward is no verdict yet: "pending", with what was revealed so far.
+function verifiedCell(batch) {
+  if (!batch.pending) return rewardCell(batch.verified_reward, batch.verified_in_range, batch.reward_max, "verified");
+  const sofar = batch.verified_reward === null ? "no verdict revealed yet" : `so far ${fmtReward(batch.verified_reward)}`;
+  return el("td", { class: "num verified pending", title: `outcome not settled yet (${sofar})` }, "pending");
+}
+
 function renderBatches(peer) {
   $("batches-peer").textContent = peer.name;
   const rows = peer.batches.slice().reverse().map((b) =>
-    el("tr", { "data-round": String(b.round) },
+    el("tr", { "data-round": String(b.round), "data-pending": String(b.pending) },
       el("td", { class: "num" }, String(b.round)),
       rewardCell(b.claimed_reward, b.claimed_in_range, b.reward_max),
-      rewardCell(b.verified_reward, b.verified_in_range, b.reward_max, "verified"),
+      verifiedCell(b),
       el("td", { class: "num agree-weight" }, weightEth(b.agree_weight_wei)),
       el("td", { class: "num flag-weight" }, weightEth(b.flag_weight_wei)),
       el("td", { class: "num" }, `${b.agreements} agree · ${b.flags} flag${b.ignored ? ` · ${b.ignored} ignored` : ""}`),
-      el("td", { class: `outcome ${b.outcome || ""}` }, outcomeText(b))));
+      el("td", { class: `outcome ${b.pending ? "pending" : b.outcome || ""}` }, outcomeText(b))));
   if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no batches yet")));
   $("batch-rows").replaceChildren(...rows);
 }
@@ -237,16 +262,54 @@ function niceTicks(low, high, count) {
   return ticks;
 }
 
-function drawChart(container, series) {
+// Consecutive pending rounds as [first, last] runs.
+function runsOf(rounds) {
+  const runs = [];
+  for (const r of rounds) {
+    const last = runs[runs.length - 1];
+    if (last && r === last[1] + 1) last[1] = r;
+    else runs.push([r, r]);
+  }
+  return runs;
+}
+
+// One band per run of pending rounds, under the lines: no verdict there yet, so no verified point.
+function drawPending(root, pendingRounds, x, bounds) {
+  for (const [first, last] of runsOf(pendingRounds)) {
+    const x0 = Math.max(bounds.left, x(first - 0.5)), x1 = Math.min(bounds.right, x(last + 0.5));
+    const band = svg("rect", {
+      x: x0, y: bounds.top, width: Math.max(2, x1 - x0), height: bounds.bottom - bounds.top,
+      class: "pending-band", "data-pending": first === last ? `${first}` : `${first}-${last}`,
+    });
+    const which = first === last ? `round ${first}` : `rounds ${first}-${last}`;
+    band.append(svg("title", {}, `${which}: pending, the committee's outcome is not settled yet`));
+    root.append(band);
+    root.append(svg("text", { x: (x0 + x1) / 2, y: bounds.top + 12, "text-anchor": "middle", class: "pending-label" }, "pending"));
+  }
+}
+
+// A series' line; a null value (pending) breaks it.
+function linePath(points, x, y) {
+  let pen = false;
+  const parts = [];
+  for (const [px, py] of points) {
+    if (py === null) { pen = false; continue; }
+    parts.push(`${pen ? "L" : "M"}${x(px).toFixed(1)},${y(py).toFixed(1)}`);
+    pen = true;
+  }
+  return parts.join(" ");
+}
+
+function drawChart(container, series, pendingRounds = []) {
   const width = 1000, height = 260, left = 56, right = 16, top = 12, bottom = 30;
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none" });
-  const all = series.flatMap((s) => s.points);
+  const all = series.flatMap((s) => s.points).filter((p) => p[1] !== null);
   if (!all.length) {
     root.append(svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "empty" }, "no rounds yet"));
     container.replaceChildren(root);
     return;
   }
-  const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+  const xs = [...all.map((p) => p[0]), ...pendingRounds], ys = all.map((p) => p[1]);
   const xMin = Math.min(...xs), xMax = Math.max(...xs);
   const yMin = Math.min(0, ...ys), yMax = Math.max(...ys, 1e-9);
   const x = (v) => left + ((v - xMin) / (xMax - xMin || 1)) * (width - left - right);
@@ -259,15 +322,16 @@ function drawChart(container, series) {
   for (const t of xTicks) {
     root.append(svg("text", { x: x(t), y: height - 10, "text-anchor": "middle", class: "tick" }, `r${t}`));
   }
+  drawPending(root, pendingRounds, x, { left, right: width - right, top, bottom: height - bottom });
   for (const s of series) {
-    if (!s.points.length) continue;
-    const path = s.points.map((p, i) => `${i ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
+    const path = linePath(s.points, x, y);
+    if (!path) continue;
     root.append(svg("path", {
       d: path, fill: "none", stroke: s.color, "stroke-width": 2.5,
       "stroke-dasharray": s.dashed ? "6 5" : "none", "vector-effect": "non-scaling-stroke",
       "data-series": s.label,
     }));
-    for (const p of s.points) {
+    for (const p of s.points.filter((q) => q[1] !== null)) {
       const dot = svg("circle", { cx: x(p[0]), cy: y(p[1]), r: 3, fill: s.color });
       dot.append(svg("title", {}, `${s.label} · round ${p[0]}: ${fmtReward(p[1])}`));
       root.append(dot);

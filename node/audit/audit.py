@@ -30,7 +30,15 @@ from typing import Any
 
 import requests
 
-from node.audit.receipt import BatchAudit, Committee, OwnCheck, RoundAudit, Vote
+from node.audit.receipt import (
+    SETTLED,
+    BatchAudit,
+    Committee,
+    OwnCheck,
+    RoundAudit,
+    Vote,
+    outcome_text,
+)
 from node.chain.client import CoordinatorClient
 from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
 from node.chain.committee import settle_outcome
@@ -83,7 +91,7 @@ def audit_round(
 
 
 def _check_judged(client: CoordinatorClient, round: int) -> None:
-    phases, current = client.phases(), client.current_round()
+    phases, current = client.phases(), client.round_now()
     settle_from = phases.settleable_from(round)
     if current < settle_from:
         raise AuditError(
@@ -110,7 +118,7 @@ def _round_events(
             counted = isinstance(event, VerdictRevealed)
             votes[event.subject].append(
                 Vote(
-                    attester=event.attester,
+                    voter=event.attester,
                     checked=event.checked,
                     agreed=event.agreed,
                     verified_reward_milli=event.verified_reward_sum,
@@ -239,12 +247,13 @@ def _batch_audit(
 
 
 def _chain_disagreements(own: OwnCheck, committee: Committee) -> list[str]:
+    outcome = outcome_text(committee.outcome, committee.flaggers > 0)
     if own.decision == "flag" and committee.decision == "agree":
         return [
             (
                 f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
                 f"wrong{', ' + own.reason if own.reason else ''}), the committee accepted it "
-                f"(outcome {committee.outcome})"
+                f"(outcome {outcome})"
             )
         ]
     if own.decision == "flag" and committee.decision == "none":
@@ -256,7 +265,7 @@ def _chain_disagreements(own: OwnCheck, committee: Committee) -> list[str]:
         ]
     if own.decision == "agree" and committee.decision == "flag":
         return [
-            f"own check finds every reward right, the committee's flags won ({committee.outcome})"
+            f"own check finds every reward right, the committee's flags won (outcome {outcome})"
         ]
     if own.decision == "flag" and committee.decision == "inconclusive":
         return [
@@ -273,13 +282,14 @@ def _board_disagreements(
     own: OwnCheck, committee: Committee, shown: dict[str, Any] | None
 ) -> list[str]:
     if shown is None:
-        return ["the leaderboard does not show this batch"]
+        return ["the batch is not on the leaderboard"]
     problems = []
-    settled = ("upheld", "rejected", "inconclusive")
-    chain_outcome = committee.outcome if committee.outcome in settled else None
+    chain_outcome = committee.outcome if committee.outcome in SETTLED else None
     if shown.get("outcome") != chain_outcome:
+        flagged = committee.flaggers > 0
         problems.append(
-            f"the leaderboard shows outcome {shown.get('outcome')}, the chain {committee.outcome}"
+            f"the leaderboard shows outcome {outcome_text(shown.get('outcome'), flagged)}, "
+            f"the chain {outcome_text(chain_outcome, flagged)}"
         )
     weights = (str(committee.agree_weight), str(committee.flag_weight))
     if (shown.get("agree_weight_wei"), shown.get("flag_weight_wei")) != weights:
@@ -299,7 +309,14 @@ def _board_disagreements(
 def _board_summary(shown: dict[str, Any] | None) -> dict[str, Any] | None:
     if shown is None:
         return None
-    keys = ("outcome", "verified_reward", "agree_weight_wei", "flag_weight_wei", "verified")
+    keys = (
+        "outcome",
+        "verified_reward",
+        "agree_weight_wei",
+        "flag_weight_wei",
+        "verified",
+        "pending",
+    )
     return {key: shown.get(key) for key in keys}
 
 

@@ -4,6 +4,10 @@ integers exact: wei and milli-units are JSON integers) with its SHA-256, and as 
 
 The SHA-256 covers the canonical JSON of the receipt itself (``RoundAudit.document``), so two
 auditors who saw the same chain and the same bytes print the same hash.
+
+The lines use the protocol's words (docs/PROTOCOL.md, "Committees, verdicts and disputes"): a
+batch is named by its peer (the producer), a vote by its voter, and an outcome is upheld, rejected,
+inconclusive, pending (flagged, not settled yet) or not disputed; no value is printed raw as None.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _ETHER = 10**18
+#: Outcomes of a settled dispute (``VerdictState``: Upheld, Rejected, Inconclusive).
+SETTLED = ("upheld", "rejected", "inconclusive")
+#: The committee's decision in words (``Committee.decision``).
+_DECISION_WORDS = {"none": "no verdict counted"}
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,7 @@ class OwnCheck:
 class Vote:
     """One committee member's revealed item (counted: VerdictRevealed; else VerdictIgnored)."""
 
-    attester: str
+    voter: str  # the event's ``attester``
     checked: int
     agreed: int
     verified_reward_milli: int
@@ -124,7 +132,7 @@ class RoundAudit:
         out.append(
             "all batches agree with the chain"
             if not bad
-            else f"DISAGREEMENT on {len(bad)} batch(es): {', '.join(bad)}"
+            else f"DISAGREEMENT on {len(bad)} batch(es), of peer(s) {', '.join(bad)}"
         )
         out.append(f"receipt sha256 {self.sha256}")
         return out
@@ -136,7 +144,25 @@ def canonical(value: Any) -> bytes:
 
 
 def _eth(wei: int | None) -> str:
-    return "-" if wei is None else f"{wei / _ETHER:.4f} ETH"
+    return "none" if wei is None else f"{wei / _ETHER:.4f} ETH"
+
+
+def outcome_text(outcome: str | None, flagged: bool) -> str:
+    """An outcome in words: a settled one as it is; otherwise (no settlement: the chain's
+    "published", the leaderboard's null) pending when a flag waits for settlement, else not
+    disputed."""
+    if outcome in SETTLED:
+        return str(outcome)
+    return "pending (flagged, not settled yet)" if flagged else "not disputed (nobody flagged)"
+
+
+def _board_line(board: dict[str, Any], flagged: bool) -> str:
+    """What the leaderboard shows for the batch, in words (an older indexer has no pending)."""
+    verified = board.get("verified_reward")
+    reward = "none (no committee verdict counted)" if verified is None else f"{verified:.3f}"
+    if board.get("pending"):
+        return f"  leaderboard pending (outcome not settled yet), verified so far {reward}"
+    return f"  leaderboard outcome {outcome_text(board.get('outcome'), flagged)}, verified {reward}"
 
 
 def _batch_lines(batch: BatchAudit) -> list[str]:
@@ -146,29 +172,28 @@ def _batch_lines(batch: BatchAudit) -> list[str]:
         f"{own.verified_reward_milli / 1000:.3f})"
         + (f" [{own.reason}: {own.detail}]" if own.reason else "")
     )
-    state = committee.outcome + (
-        "" if committee.settled or not committee.flaggers else " (unsettled)"
-    )
+    flagged = committee.flaggers > 0
+    decision = _DECISION_WORDS.get(committee.decision, committee.decision)
+    if flagged and not committee.settled:
+        decision += " once settled"  # what settling would give by the round's rules
     lines = [
-        f"batch {batch.subject} digest {batch.digest}",
+        f"batch of peer {batch.subject}, digest {batch.digest}",
         f"  own check   {own_text}",
         (
-            f"  committee   {committee.decision}: agree {committee.agreers} "
+            f"  committee   {decision}: agree {committee.agreers} "
             f"({_eth(committee.agree_weight)}), flag {committee.flaggers} "
-            f"({_eth(committee.flag_weight)}); outcome {state}"
+            f"({_eth(committee.flag_weight)}); outcome {outcome_text(committee.outcome, flagged)}"
         ),
     ]
     for vote in committee.votes:
         kind = "flag " if vote.is_flag else "agree"
         counted = "" if vote.counted else " (ignored: no seat)"
         lines.append(
-            f"    {kind} {vote.attester} {vote.agreed}/{vote.checked} verified "
+            f"    {kind} by voter {vote.voter} {vote.agreed}/{vote.checked} verified "
             f"{vote.verified_reward_milli / 1000:.3f} weight {_eth(vote.weight)}{counted}"
         )
     if batch.leaderboard is not None:
-        board = batch.leaderboard
-        outcome = board.get("outcome") or "none (no settled dispute)"
-        lines.append(f"  leaderboard outcome {outcome}, verified {board.get('verified_reward')}")
+        lines.append(_board_line(batch.leaderboard, flagged))
     lines.extend(f"  DISAGREEMENT: {text}" for text in batch.disagreements)
     if batch.agrees:
         lines.append("  agreement")

@@ -27,7 +27,7 @@ from node.chain.abi import load_abi
 from node.chain.committee import sort_items
 from node.chain.deployment import Deployment
 from node.chain.eip712 import Domain, sign_publish
-from node.chain.errors import DeploymentFileError, MissingAccount
+from node.chain.errors import ChainError, DeploymentFileError, MissingAccount
 from node.chain.models import (
     ZERO_ADDRESS,
     PeerInfo,
@@ -94,9 +94,9 @@ class CoordinatorClient:
         if chain_id != deployment.chain_id:
             raise DeploymentFileError(
                 f"the deployment is for chain {deployment.chain_id} but {endpoint_of(self.w3)} "
-                "serves chain "
-                f"{chain_id}: use the RPC of chain {deployment.chain_id} or the deployment file of "
-                "this chain"
+                f"serves chain {chain_id}: set [chain] rpc_url to an RPC of chain "
+                f"{deployment.chain_id}, or [chain] deployment to the deployment file of chain "
+                f"{chain_id}"
             )
 
     # -------------------------------------------------------------------------- chain context
@@ -136,6 +136,25 @@ class CoordinatorClient:
         return int(
             self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time")
         )
+
+    def next_block_time(self) -> int:
+        """The timestamp the next block will carry, hence what a transaction sent now sees: the
+        pending block's when the RPC serves one (Anvil and Geth do, also on a chain that mines
+        only on transactions, whose latest block may be hours old), never before the latest
+        block's."""
+        latest = self.chain_time()
+        try:
+            pending = self._rpc(lambda: self.w3.eth.get_block("pending"), "reading the pending block")
+        except ChainError as exc:
+            if exc.retryable:
+                raise
+            return latest  # an RPC without a pending block: the latest is the best it tells
+        stamp = pending.get("timestamp") if pending else None
+        return max(latest, int(stamp)) if isinstance(stamp, int) else latest
+
+    def round_now(self) -> int:
+        """The round a transaction sent now lands in (``currentRound`` of the next block)."""
+        return self.clock.round_at(self.next_block_time())
 
     def latest_block(self) -> tuple[int, int]:
         """Number and timestamp of the latest block."""

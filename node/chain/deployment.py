@@ -55,6 +55,11 @@ class Deployment(FrozenModel):
     rules: Rules = Field(
         description="Rules at deployment (the owner may schedule others: rulesAt on chain)."
     )
+    clock: Literal["real", "jumps"] = Field(
+        default="real",
+        description="real: rounds pass with time; jumps: a local demo moves this dev chain's "
+        "clock forward a round at a time (swarm doctor then accepts a chain ahead of the machine).",
+    )
 
     model_config = FrozenModel.model_config | {"populate_by_name": True}
 

@@ -67,6 +67,10 @@ class RetryPolicy:
     max_delay: float = 8.0
     jitter: float = 0.1
 
+    def retry_line(self, what: str, cause: str, attempt: int, delay: float) -> str:
+        """The one line logged before a retry: the same format for chain and store calls."""
+        return f"{what} failed ({cause}); retry {attempt} of {self.attempts - 1} in {delay:.1f} s"
+
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
@@ -141,14 +145,21 @@ def classify(exc: BaseException, *, what: str, endpoint: str) -> ChainError | No
         ),
     ):
         return RpcUnavailable(
-            f"{what}: the RPC at {endpoint} is unreachable or timed out ({_short(exc)}); "
-            "check the URL and your connection, or try another RPC"
+            f"{what}: the RPC at {endpoint} is unreachable ({connection_failure(exc)}); check "
+            "[chain] rpc_url and that the chain's node runs, or try another RPC"
         )
     if isinstance(exc, requests.HTTPError):
         return _classify_http(exc, what=what, endpoint=endpoint)
     if isinstance(exc, Web3RPCError):
         return _classify_rpc(exc, what=what, endpoint=endpoint)
     return None
+
+
+def _retry_cause(error: ChainError, exc: BaseException) -> str:
+    """The short reason in a retry line: why the connection failed, else the error's message."""
+    if isinstance(error, RpcUnavailable) and not isinstance(exc, ChainError):
+        return connection_failure(exc)
+    return short(error, limit=120)
 
 
 def revert_from_web3(exc: ContractLogicError) -> ContractRevert:
@@ -188,9 +199,39 @@ def _classify_rpc(exc: Web3RPCError, *, what: str, endpoint: str) -> ChainError:
     return RpcError(f"{what}: the RPC at {endpoint} refused the request: {message}")
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    return text if len(text) <= 200 else text[:197] + "..."
+#: What a connection library's message means, by a telling part of it (checked in order).
+_CONNECTION_FAILURES = (
+    ("connection refused", "connection refused: nothing listens on that port"),
+    ("name or service not known", "unknown host name"),
+    ("nodename nor servname", "unknown host name"),
+    ("temporary failure in name resolution", "the host name cannot be resolved now"),
+    ("failed to resolve", "unknown host name"),
+    ("network is unreachable", "network unreachable"),
+    ("no route to host", "no route to host"),
+    ("connection reset", "the connection was reset"),
+    ("remote end closed", "the server closed the connection"),
+    ("certificate", "its TLS certificate was refused"),
+    ("timed out", "no answer within [chain] rpc_timeout"),
+)
+
+
+def connection_failure(exc: BaseException) -> str:
+    """A few words for why a connection failed, instead of the library's nested message."""
+    if isinstance(exc, (requests.Timeout, RequestTimedOut, TimeoutError)):
+        return "no answer within [chain] rpc_timeout"
+    text = str(exc).lower()
+    for telling, meaning in _CONNECTION_FAILURES:
+        if telling in text:
+            return meaning
+    if isinstance(exc, TooManyRequests):
+        return "too many requests"
+    return short(exc.__class__.__name__ + (f": {exc}" if str(exc) else ""), limit=80)
+
+
+def short(exc: BaseException | str, *, limit: int = 200) -> str:
+    """An error (or text) on one line of at most ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def call_with_retry(
@@ -218,13 +259,7 @@ def call_with_retry(
                 error.args = (f"{error.args[0]} (gave up after {attempt} attempts)",)
                 raise error from exc
             delay = policy.delay(attempt)
-            log.warning(
-                "%s failed (attempt %d/%d), retrying in %.2fs: %s",
-                what,
-                attempt,
-                policy.attempts,
-                delay,
-                error,
-            )
+            cause = f"{endpoint}: {_retry_cause(error, exc)}"
+            log.warning(policy.retry_line(what, cause, attempt, delay))
             sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover

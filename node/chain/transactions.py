@@ -3,7 +3,8 @@
 One :class:`TransactionSender` per account and process. Its life cycle for one transaction:
 
 1. under a lock: take the next nonce (read from the chain's pending count the first time, kept
-   locally after that), estimate gas (a revert here is decoded and raised: the nonce is not used),
+   locally after that), estimate gas on the pending block (a revert here is decoded and raised:
+   the nonce is not used),
    add a safety margin, price it (EIP-1559: ``2 * baseFee + tip``; legacy gas price where the chain
    has no base fee), sign locally and send the raw bytes; only a sent transaction advances the
    nonce;
@@ -101,13 +102,16 @@ class TransactionSender:
             self._next_nonce = None
 
     def chain_now(self) -> int | None:
-        """The latest block's timestamp, or None when the RPC does not answer."""
-        try:
-            return int(
-                self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time")
-            )
-        except ChainError:
-            return None
+        """The pending block's timestamp (what a transaction sent now sees), else the latest
+        block's; None when the RPC does not answer."""
+        for block in ("pending", "latest"):
+            try:
+                found = self._rpc(lambda b=block: self.w3.eth.get_block(b), "reading the time")
+            except ChainError:
+                continue
+            if found and isinstance(found.get("timestamp"), int):
+                return int(found["timestamp"])
+        return None
 
     # ------------------------------------------------------------------------------ steps
 
@@ -149,9 +153,11 @@ class TransactionSender:
         return self._chain_id
 
     def _estimate(self, request: dict[str, Any], what: str) -> int:
-        try:
+        try:  # on the pending block: the one the transaction joins (an idle chain's latest
+            # block may lie rounds in the past)
             estimate = self._rpc(
-                lambda: self.w3.eth.estimate_gas(cast(TxParams, request)), f"{what}: estimating gas"
+                lambda: self.w3.eth.estimate_gas(cast(TxParams, request), "pending"),
+                f"{what}: estimating gas",
             )
         except ContractRevert as revert:
             raise revert.with_context(now=self.chain_now()) from None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
+from node.chain.rpc import short
 from node.config import NodeConfig
 from node.resources import available_memory, free_disk
 from node.storage.endpoint import StoreEndpoint
@@ -70,9 +71,3 @@ class Run:
     address: str | None = None
     kubo: StoreEndpoint | None = None
     announced: Announcements | None = None
-
-
-def short(exc: BaseException | str) -> str:
-    """An error (or text) as one line of at most 200 characters."""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 200 else text[:197] + "..."

@@ -111,7 +111,6 @@ def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: 
     from node.round.loop import StopSignal
 
     torch.set_num_threads(config.threads)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("node.sampling").setLevel(logging.ERROR)
     stop = StopSignal()
     stop.install(lambda message: click.echo(message, err=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class AnvilNode:
     log_path: Path
     #: Block 0's hash, read once this Anvil was verified as the one answering on ``port``.
     genesis_hash: str = ""
+    #: Where it keeps persisted states (removed by ``stop``); None: the caller chose the place.
+    cache_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -64,6 +67,8 @@ class AnvilNode:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
+        if self.cache_dir is not None:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
 
 
 def anvil_binary() -> Path:
@@ -87,6 +92,9 @@ def start_anvil(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     genesis, own_timestamp = _genesis_time(extra_args)
+    # next to its log, not in ~/.foundry/anvil/tmp, which keeps each Anvil's states for good
+    cache_dir = None if "--cache-path" in extra_args else log_path.with_suffix(".states")
+    own_cache = ("--cache-path", str(cache_dir)) if cache_dir is not None else ()
     command = [
         str(anvil_binary()),
         "--host",
@@ -100,11 +108,12 @@ def start_anvil(
         "--balance",
         "10000",
         *own_timestamp,
+        *own_cache,
         *extra_args,
     ]
     with log_path.open("wb") as log:
         process = spawn(command, stdout=log, stderr=subprocess.STDOUT)
-    node = AnvilNode(process=process, port=port, log_path=log_path)
+    node = AnvilNode(process=process, port=port, log_path=log_path, cache_dir=cache_dir)
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline and process.poll() is None:
         try:

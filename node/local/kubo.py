@@ -1,7 +1,8 @@
 """A private Kubo (IPFS) daemon per swarm node: its own repository, loopback ports, no internet.
 
-``kubo_binary()`` finds ``ipfs``: ``$SWARM_KUBO_BIN``, then the tools folder that
-``scripts/build-kubo`` (run by ``scripts/bootstrap``) fills, then ``ipfs`` on PATH.
+``kubo_binary()`` finds ``ipfs``: ``$SWARM_KUBO_BIN``, then the tools folder of the cache root
+(``node.defaults.cache_root``) that ``scripts/build-kubo`` (run by ``scripts/bootstrap``) fills,
+then ``ipfs`` on PATH.
 
 ``start_kubo(repo, swarm_key)`` initialises ``repo`` once (``ipfs init``: a new peer id) and starts
 ``ipfs daemon`` on it with a configuration that never leaves the private swarm:
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node.defaults import cache_root
 from node.local.children import die_with_parent, spawn, stop
 from node.local.ports import port_holder, port_is_free
 from node.storage.endpoint import StoreEndpoint
@@ -61,16 +63,8 @@ class KuboDaemonError(RuntimeError):
     """The daemon could not be initialised or started, or is not the one we started."""
 
 
-def cache_root() -> Path:
-    """The cache outside the clone that scripts/bootstrap fills (same rule as the bootstrap)."""
-    if os.environ.get("SWARM_CACHE_DIR"):
-        return Path(os.environ["SWARM_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "swarm-testnet"
-
-
 def tools_binary() -> Path:
-    """Where scripts/build-kubo puts the pinned Kubo."""
+    """Where scripts/build-kubo puts the pinned Kubo: ``tools/`` in the cache root."""
     return cache_root() / "tools" / f"kubo-{KUBO_VERSION}" / "ipfs"
 
 

@@ -205,13 +205,13 @@ def start_chain(
         f"(log {workdir / 'anvil.log'})"
     )
     w3 = connect(services.anvil.url)
-    return deploy_coordinator(
-        w3,
-        Account.from_key(DEV_KEYS[0]),
-        settings.deploy_config(),
-        out=workdir / "deployment.json",
-        progress=echo,
+    deployment = deploy_coordinator(
+        w3, Account.from_key(DEV_KEYS[0]), settings.deploy_config(), progress=echo
     )
+    if not settings.processes:  # lockstep: the chain's clock jumps to each next round
+        deployment = deployment.model_copy(update={"clock": "jumps"})
+    deployment.save(workdir / "deployment.json")
+    return deployment
 
 
 def create_peers(
@@ -467,7 +467,7 @@ def summary_lines(reports: list[RoundReport], names: dict[str, str]) -> list[str
         first, last = (f"{rewards[0]:.3f}", f"{rewards[-1]:.3f}") if rewards else ("-", "-")
         lines.append(
             f"{name}: {sum(r.published == 'yes' for r in mine)}/{len(mine)} rounds published, "
-            f"local reward {first} -> {last}, external groups trained on "
+            f"mean reward per completion {first} -> {last}, external groups trained on "
             f"{sum(r.external_groups for r in mine)}, verdicts committed "
             f"{sum(r.committed for r in mine)}, revealed {sum(r.revealed for r in mine)} "
             f"(flags {sum(r.flagged for r in mine)}), "

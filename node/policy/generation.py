@@ -33,6 +33,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
+from node import interrupt
 from node.learning_data import FinishReason, GeneratedCompletion, GeneratedGroup, Message
 from node.policy.adapters import RowAdapters
 from node.policy.model import encode_prompts, stop_token_ids
@@ -251,6 +252,7 @@ def _decode_chunk(
 
     # -- decode: one token per step for the live sequences; drop those that stopped
     for step in range(sampling.max_new_tokens):
+        interrupt.check()  # a Ctrl-C ends generation within one token
         tokens = _sample_per_owner(logits, owner[alive], generators, sampling)  # (n,)
         tokens_cpu = tokens.cpu()
         tokens_out[alive, step] = tokens_cpu

@@ -67,6 +67,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedTokenizerBase
 
+from node import interrupt
 from node.learning_data import (
     GeneratedCompletion,
     Prompt,
@@ -589,6 +590,7 @@ def _iteration(
         p.begin_pass()
     divisors = torch.tensor([max(p.num_tokens, 1) for p in prepared], dtype=torch.float32)
     for i, batch in enumerate(batches):
+        interrupt.check()  # a Ctrl-C ends the update before its optimizer step
         logp = forward(batch)  # (N,)
         old_logp = old_logps[i] if old_logps is not None else logp.detach()
         per_token, was_clipped = clipped_surrogate(

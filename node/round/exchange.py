@@ -237,7 +237,9 @@ class ChainExchange(Exchange):
     def domain(self) -> Domain:
         return self.client.domain
 
-    def join(self, peer: str) -> SwarmInfo:
+    def check_can_join(self, peer: str) -> None:
+        """Raises ChainReset or NotActive unless ``peer`` may join now (read-only: ``swarm run``
+        asks before it loads the model)."""
         self.check()
         status = self.client.peer_info(peer).status
         if status is not PeerStatus.ACTIVE:
@@ -245,6 +247,9 @@ class ChainExchange(Exchange):
                 f"{peer} is {status.name.lower()} on this coordinator: only an active peer "
                 "publishes (swarm register --name NAME --stake AMOUNT)"
             )
+
+    def join(self, peer: str) -> SwarmInfo:
+        self.check_can_join(peer)
         info = SwarmInfo(
             genesis_seed=self.client.genesis_seed(),
             phases=self.client.phases(),
@@ -262,7 +267,9 @@ class ChainExchange(Exchange):
         check_chain(self.client, self.deployment, seen_block=self.view.next_block - 1)
 
     def current_round(self) -> int:
-        return self.client.current_round()
+        """The round a transaction sent now lands in: by the next block's time, so that a chain
+        that mines only on transactions (an idle Anvil) still moves on."""
+        return self.client.round_now()
 
     def publication(self, round: int, peer: str) -> bytes | None:
         """From the RolloutsPublished events (the contract keeps no digest): refreshed first."""

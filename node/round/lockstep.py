@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from node.interrupt import Interrupted, interruptible
 from node.round.learner import run_calls
 from node.round.node import SwarmNode
 from node.round.rendezvous import Rendezvous
@@ -31,8 +32,8 @@ def run_lockstep(
     """Runs ``rounds`` rounds of every node; ``advance(r)`` must make round ``r`` current.
 
     ``should_stop`` is asked before each phase (and, without ``together``, before each node's
-    step): a stop leaves every node's state saved (each step saves what it did), to be resumed
-    by a later run.
+    step), and by generation and training within a step (``node.interrupt``): a stop leaves
+    every node's state saved (each step saves what it finished), to be resumed by a later run.
     """
     if not nodes:
         raise ValueError("no nodes to run")
@@ -42,11 +43,16 @@ def run_lockstep(
     rendezvous = Rendezvous(run_calls) if together else None
     for node in nodes:
         node.learner.rendezvous = rendezvous
+    reports: list[RoundReport] = []
     try:
-        return _rounds(nodes, rounds, advance, on_report, should_stop, rendezvous)
+        with interruptible(should_stop):
+            _rounds(nodes, rounds, advance, on_report, should_stop, rendezvous, reports)
+    except Interrupted:
+        pass  # a stop during a step: what the steps finished is saved, the rest dropped
     finally:
         for node in nodes:
             node.learner.rendezvous = None
+    return reports
 
 
 def _rounds(
@@ -56,8 +62,8 @@ def _rounds(
     on_report: Callable[[RoundReport], None],
     should_stop: Callable[[], bool],
     rendezvous: Rendezvous | None,
-) -> list[RoundReport]:
-    reports: list[RoundReport] = []
+    reports: list[RoundReport],
+) -> None:
     for _ in range(rounds):
         if should_stop():
             break
@@ -74,7 +80,6 @@ def _rounds(
         if not finished:
             break
         advance(round_ + 1)
-    return reports
 
 
 def _phase(

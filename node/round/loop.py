@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
+from node.interrupt import Interrupted, interruptible
 from node.chain.client import CoordinatorClient
 from node.chain.errors import RetryableChainError
 from node.chain.rpc import RetryPolicy
@@ -74,9 +75,10 @@ class StopSignal:
 
 
 class ChainTime:
-    """The chain's time now: the latest block's timestamp plus the local time since that block
-    was first seen (a chain that mines only on demand, like an idle Anvil, has no new block to
-    read; the local clock's own offset to the chain never matters)."""
+    """The chain's time now: the next block's timestamp as the RPC tells it (its pending block),
+    or, where that lags, the latest block's timestamp plus the local time since that block was
+    first seen (a chain that mines only on demand has no new block to read; the local clock's own
+    offset to the chain never matters)."""
 
     def __init__(self, node: SwarmNode, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
@@ -84,10 +86,15 @@ class ChainTime:
         self._seen: tuple[int, int, float] | None = None  # block number, timestamp, seen at
 
     def now(self) -> float:
-        number, timestamp = chain_client(self.node).latest_block()
+        client = chain_client(self.node)
+        number, timestamp = client.latest_block()
         if self._seen is None or self._seen[0] != number:
             self._seen = (number, timestamp, self.clock())
-        return timestamp + (self.clock() - self._seen[2])
+        return max(timestamp + (self.clock() - self._seen[2]), client.next_block_time())
+
+    def round(self) -> int:
+        """The round a transaction sent now lands in."""
+        return chain_client(self.node).clock.round_at(int(self.now()))
 
 
 def chain_client(node: SwarmNode) -> CoordinatorClient:
@@ -103,8 +110,10 @@ def run_node(
     *,
     stop: StopSignal | None = None,
     on_report: Callable[[RoundReport], None] = lambda report: None,
+    on_notice: Callable[[str], None] = log.info,
 ) -> int:
-    """Runs rounds until ``max_rounds`` are done or a stop is requested; returns rounds done."""
+    """Runs rounds until ``max_rounds`` are done or a stop is requested; returns rounds done.
+    ``on_notice`` hears what the user should know between rounds (rounds skipped)."""
     stop = stop or StopSignal()
     node.start()
     chain_time = ChainTime(node)
@@ -112,7 +121,10 @@ def run_node(
     try:
         while not stop.requested and (settings.max_rounds is None or done < settings.max_rounds):
             try:
-                report = _one_round(node, settings, stop, chain_time)
+                with interruptible(lambda: stop.requested):
+                    report = _one_round(node, settings, stop, chain_time, on_notice)
+            except Interrupted:
+                break  # generation or training stopped early; its work is dropped
             except (RetryableChainError, StoreError) as exc:
                 if isinstance(exc, StoreError) and not exc.retryable:
                     raise
@@ -131,9 +143,13 @@ def run_node(
 
 
 def _one_round(
-    node: SwarmNode, settings: LoopSettings, stop: StopSignal, chain_time: ChainTime
+    node: SwarmNode,
+    settings: LoopSettings,
+    stop: StopSignal,
+    chain_time: ChainTime,
+    on_notice: Callable[[str], None],
 ) -> RoundReport | None:
-    round_ = _wait_for_round(node, settings, stop, chain_time)
+    round_ = _wait_for_round(node, settings, stop, chain_time, on_notice)
     if round_ is None:
         return None
     node.check_chain()  # a chain restarted while we waited would otherwise look merely empty
@@ -145,19 +161,34 @@ def _one_round(
 
 
 def _wait_for_round(
-    node: SwarmNode, settings: LoopSettings, stop: StopSignal, chain_time: ChainTime
+    node: SwarmNode,
+    settings: LoopSettings,
+    stop: StopSignal,
+    chain_time: ChainTime,
+    on_notice: Callable[[str], None],
 ) -> int | None:
-    """The round to work on now: the current one, once it is one this node has not done."""
+    """The round to work on now: the current one by the chain's clock, once it is one this node
+    has not done. Rounds passed over are said."""
     while not stop.requested:
-        current = node.current_round()
+        current = chain_time.round()
         last = node.state.last_round if node.state else None
         if last is None or current > last:
             if last is not None and current > last + 1:
-                log.info("skipping rounds %d-%d: this node fell behind", last + 1, current - 1)
+                on_notice(skipped_rounds_line(last, current))
             return current
         wait = chain_client(node).clock.end_of(current) - chain_time.now()
         stop.sleep(min(settings.poll_interval, max(wait, 0.2)))
     return None
+
+
+def skipped_rounds_line(last: int, current: int) -> str:
+    """What a node says when it takes up ``current`` after ``last``, with rounds between."""
+    first, final = last + 1, current - 1
+    which = f"round {first}" if first == final else f"rounds {first}-{final}"
+    return (
+        f"{which} skipped: they ended while this node was stopped or busy "
+        f"(it publishes only in the current round, {current})"
+    )
 
 
 def _wait_for_peers(

@@ -49,7 +49,9 @@ class RoundReport:
     round: int
     peer: str
     published: str = "no"  # "yes", "already" (earlier run), "late" (too late), "no"
-    local_reward: float | None = None  # mean reward of this node's own completions
+    #: Mean reward per completion of this node's own batch (not the batch's sum, which is what
+    #: the chain and the leaderboard show: the sum over its completions).
+    local_reward: float | None = None
     local_groups: int = 0
     external_groups: int = 0
     external_from: Counter[str] = field(default_factory=Counter)  # groups trained on, per peer
@@ -65,7 +67,8 @@ class RoundReport:
     timings: Timings = field(default_factory=Timings)
 
     def line(self) -> str:
-        """The progress line ``swarm run`` prints."""
+        """The progress line ``swarm run`` prints. Its reward is a mean per completion; the
+        leaderboard shows sums (a batch's over its completions, a peer's over its batches)."""
         reward = "-" if self.local_reward is None else f"{self.local_reward:.3f}"
         rejected = (
             ", ".join(f"{reason} {n}" for reason, n in sorted(self.rejections.items())) or "none"
@@ -73,7 +76,8 @@ class RoundReport:
         step = self.timings.seconds.get("train")
         trained = f"step {step:.1f}s" if self.trained and step is not None else "no step"
         return (
-            f"round {self.round}: published {self.published}, local reward {reward}, "
+            f"round {self.round}: published {self.published}, "
+            f"mean reward per completion {reward}, "
             f"groups {self.local_groups} local + {self.external_groups} external, "
             f"peers verified {self.verified_peers}, rejected: {rejected}, "
             f"verdicts committed {self.committed}, revealed {self.revealed} "

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from node.chain.rpc import RetryPolicy
+from node.chain.rpc import RetryPolicy, short
 from node.storage import StoreError
 
 log = logging.getLogger(__name__)
@@ -31,13 +31,6 @@ def retry_store(
             if not exc.retryable or attempt == policy.attempts:
                 raise
             delay = policy.delay(attempt)
-            log.warning(
-                "%s failed (attempt %d/%d), retrying in %.1fs: %s",
-                what,
-                attempt,
-                policy.attempts,
-                delay,
-                exc,
-            )
+            log.warning(policy.retry_line(what, short(exc), attempt, delay))
             sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -64,8 +64,10 @@ def test_a_clean_round_agrees_and_prints_a_receipt(swarm_round, chain, deploymen
     assert lines[-2] == "all batches agree with the chain"
     assert lines[-1].startswith("receipt sha256 ") and len(lines[-1].split()[-1]) == 64
     for name in swarm_round.clients:
-        assert f"batch {swarm_round.address(name)} digest 0x" in result.output
+        assert f"batch of peer {swarm_round.address(name)}, digest 0x" in result.output
     assert result.output.count("  agreement") == 4 and "DISAGREEMENT" not in result.output
+    assert result.output.count("outcome not disputed (nobody flagged)") == 4
+    assert result.output.count("    agree by voter 0x") == 12  # 3 votes on each of 4 batches
     as_json = run_audit(config, str(swarm_round.round), "--json")
     assert as_json.exit_code == EXIT_AGREE
     report = json.loads(as_json.output)
@@ -109,7 +111,7 @@ def test_a_committee_that_accepted_a_cheater_is_a_disagreement(
     config = write_config(tmp_path, chain, deployment, tmp_path / "store")
     result = run_audit(config, str(swarm_round.round))
     assert result.exit_code == EXIT_DISAGREE, result.output
-    assert f"DISAGREEMENT on 1 batch(es): {carol}" in result.output
+    assert f"DISAGREEMENT on 1 batch(es), of peer(s) {carol}" in result.output
     assert "own check flags it" in result.output and "the committee accepted it" in result.output
     report = json.loads(run_audit(config, str(swarm_round.round), "--json").output)
     flagged = [b for b in report["receipt"]["batches"] if not b["agrees"]]
@@ -166,3 +168,58 @@ def test_the_leaderboard_is_compared_too(swarm_round, chain, deployment, tmp_pat
             start_block=deployment.deployment_block,
             settings=settings,
         )
+
+
+def test_the_receipt_says_pending_and_names_peers_without_a_raw_none(
+    swarm_round, chain, deployment, tmp_path
+):
+    """carol's inflated batch is flagged and not settled yet (pending), and no committee member
+    judged dave's batch (no verdict, no verified reward): the receipt says so in words, calls an
+    address a peer or a voter, and prints no None."""
+    from tests.indexer.test_api import caught_up, start_service
+
+    publish_all(swarm_round, cheater="carol")
+    dave = swarm_round.address("dave")
+    ballots = {
+        name: [item for item in items if item.subject != dave]
+        for name, items in honest_committee(swarm_round).items()
+    }
+    judge(swarm_round, ballots)
+    config = write_config(tmp_path, chain, deployment, tmp_path / "store")
+    service = start_service(chain, deployment, tmp_path)
+    try:
+        head = chain.w3.eth.block_number
+        wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
+        result = run_audit(config, str(swarm_round.round), "--indexer", service.url)
+    finally:
+        service.stop()
+    assert result.exit_code == EXIT_AGREE, result.output
+    assert "None" not in result.output
+    blocks = _blocks(result.output)
+    carol = blocks[swarm_round.address("carol")]
+    assert "outcome pending (flagged, not settled yet)" in carol
+    assert "  leaderboard pending (outcome not settled yet), verified so far " in carol
+    assert "    flag  by voter 0x" in carol
+    unjudged = blocks[dave]
+    assert "  committee   no verdict counted: agree 0" in unjudged
+    assert "outcome not disputed (nobody flagged)" in unjudged
+    assert (
+        "  leaderboard outcome not disputed (nobody flagged), verified none (no committee "
+        "verdict counted)" in unjudged
+    )
+    for name in ("alice", "bob"):
+        assert "  leaderboard outcome not disputed (nobody flagged), verified " in (
+            blocks[swarm_round.address(name)]
+        )
+
+
+def _blocks(output: str) -> dict[str, str]:
+    """The receipt's lines per batch, by the peer named on its first line."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in output.splitlines():
+        if line.startswith("batch of peer "):
+            current = blocks.setdefault(line.split()[3].rstrip(","), [])
+        if current is not None:
+            current.append(line)
+    return {peer: "\n".join(lines) for peer, lines in blocks.items()}

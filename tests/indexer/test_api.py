@@ -268,7 +268,7 @@ def test_rounds_and_one_round(served) -> None:
     alice = one["batches"][0]
     assert (alice["outcome"], alice["verified_reward"], alice["flags"]) == ("rejected", 5.0, 1)
     assert len(alice["votes"]) == 4
-    frank_vote = next(v for v in alice["votes"] if v["attester"] == swarm.address("frank"))
+    frank_vote = next(v for v in alice["votes"] if v["voter"] == swarm.address("frank"))
     assert (
         frank_vote["is_flag"] and frank_vote["counted"] and frank_vote["weight_wei"] == str(ETHER)
     )
@@ -287,7 +287,8 @@ def test_stats(served, deployment) -> None:
     service, swarm = served
     stats = get(service, "/api/stats").json()
     assert (stats["peers"], stats["active_peers"]) == (6, 5)  # erin is exiting
-    assert (stats["rounds"], stats["batches"], stats["attestations"]) == (2, 8, 25)
+    assert (stats["rounds"], stats["batches"], stats["verdicts_counted"]) == (2, 8, 25)
+    assert stats["pending_batches"] == 0  # both rounds judged, both disputes settled
     assert stats["verified_batches"] == 7  # carol's upheld round-r batch is not verified
     assert stats["verified_share"] == pytest.approx(7 / 8)
     assert stats["total_stake_wei"] == str(sum(EXPECTED_STAKE_WEI.values()))
@@ -305,10 +306,10 @@ def test_one_definition_of_a_verified_batch(served) -> None:
     assert verified == {"alice": 2, "bob": 2, "carol": 1, "dave": 2, "erin": 0, "frank": 0}
     carol = get(service, f"/api/peers/{swarm.address('carol')}").json()
     assert (carol["rounds"], carol["verified_batches"]) == (2, 1)
-    assert carol["batches"][0]["slashed"] and carol["batches"][0]["attestations"] == 3
+    assert carol["batches"][0]["slashed"] and carol["batches"][0]["verdicts_counted"] == 3
     stats = get(service, "/api/stats").json()
     assert stats["verified_batches"] == sum(verified.values()) == 7
-    assert stats["attested_batches"] == 8  # attested is not verified: the slashed one counts here
+    assert stats["batches_with_verdicts"] == 8  # not verified: the slashed one counts here
 
 
 def text_and_number_disagree() -> tuple[LocalAccount, LocalAccount]:
@@ -371,8 +372,15 @@ def test_the_leaderboard_fills_as_peers_publish(
         wait_for(lambda: caught_up(service, head), what="the new blocks")
         entries = get(service, "/api/leaderboard", sort="claimed").json()["entries"]
         assert [e["name"] for e in entries][:2] == ["carol", "alice"]
-        assert all(e["verified_reward"] == 0 for e in entries)  # no committee vote yet
-        assert swarm.round == get(service, "/api/stats").json()["latest_round"]
+        assert all(e["verified_reward"] == 0 for e in entries)  # no committee vote yet...
+        pending = {e["name"]: e["pending_batches"] for e in entries}
+        assert pending == {"alice": 1, "bob": 1, "carol": 1, "dave": 1, "erin": 0, "frank": 0}
+        (batch,) = get(service, f"/api/peers/{swarm.address('alice')}").json()["batches"]
+        assert (batch["pending"], batch["verified_reward"], batch["outcome"]) == (True, None, None)
+        (round_,) = get(service, "/api/rounds").json()["entries"]
+        assert (round_["pending"], round_["pending_batches"], round_["closed"]) == (True, 4, False)
+        stats = get(service, "/api/stats").json()
+        assert swarm.round == stats["latest_round"] and stats["pending_batches"] == 4
     finally:
         service.stop()
 
@@ -441,6 +449,10 @@ def test_a_tie_is_inconclusive_and_earns_no_verified_reward(
         sam = _sams_batch(service, swarm, chain)
         assert (sam["outcome"], sam["settled"], sam["verified"]) == (None, False, True)
         assert sam["verified_reward"] == TIE_MEDIAN / 1000 == 9.0
+        # the reveal phase is over, but the flag waits for settlement: still pending
+        assert sam["pending"] is True
+        (tied,) = get(service, "/api/rounds").json()["entries"]
+        assert (tied["closed"], tied["pending"], tied["pending_batches"]) == (True, True, 1)
         settle_tie(swarm)
         sam = _sams_batch(service, swarm, chain)
         board = {e["name"]: e for e in get(service, "/api/leaderboard").json()["entries"]}
@@ -456,7 +468,8 @@ def test_a_tie_is_inconclusive_and_earns_no_verified_reward(
         False,
         False,
     )
-    assert (sam["verified_reward"], sam["verified_in_range"]) == (0.0, True)
+    assert (sam["verified_reward"], sam["verified_in_range"], sam["pending"]) == (0.0, True, False)
+    assert (one["pending"], one["pending_batches"]) == (False, 0)
     assert (sam["agreements"], sam["flags"]) == (1, 1)
     assert sam["agree_weight_wei"] == sam["flag_weight_wei"] == str(ETHER)
     assert (board["sam"]["verified_reward"], board["sam"]["verified_batches"]) == (0.0, 0)

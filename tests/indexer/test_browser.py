@@ -1,7 +1,7 @@
 """The leaderboard page in a real browser: Debian's Chromium driven by Playwright (no browser
 download). It loads the page served by the running indexer, checks that the ranking shown is the
-chain's, follows a change on the chain through auto-refresh, draws a selected peer's chart, and saves
-a screenshot to tests/artifacts/leaderboard.png.
+chain's, follows a change on the chain through auto-refresh, draws a selected peer's chart, shows
+a round still being judged as pending, and saves screenshots to tests/artifacts/leaderboard*.png.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tests.indexer.scenario import (
     ETHER,
     EXPECTED_DUTY,
     EXPECTED_VERIFIED,
+    digest,
     play,
     play_tie,
     settle_tie,
@@ -154,6 +155,64 @@ def test_the_page_shows_an_inconclusive_batch_as_such(
         assert "rejected" not in outcome.inner_text() and "upheld" not in outcome.inner_text()
         assert "inconclusive" in (outcome.get_attribute("class") or "")
         assert float(batch.locator(".verified").inner_text()) == 0
+        assert problems == []
+    finally:
+        page.close()
+        service.stop()
+
+
+def test_the_page_shows_a_round_still_being_judged_as_pending(
+    browser, chain, client_for, dev_accounts, deployment, tmp_path
+) -> None:
+    """The scenario's rounds r and r+1 are judged and settled; alice then publishes in round r+7,
+    which no committee has judged yet. The chart draws no verified point for r+7 (a gap under a
+    "pending" band, not a 0), the table says alice has 1 pending batch, and her batch of r+7
+    reads pending."""
+    swarm = play(chain, client_for, dev_accounts[1:])
+    late = chain.current_round()
+    assert late == swarm.round + 7
+    swarm.clients["alice"].publish_rollouts(
+        late, digest("alice", late), groups=4, completions=32, reward_sum=5000
+    )
+    service = start_service(chain, deployment, tmp_path)
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    try:
+        head = chain.w3.eth.block_number
+        wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
+        page.goto(service.url + "?refresh=1")
+        band = page.locator(f'#chart .pending-band[data-pending="{late}"]')
+        band.wait_for(timeout=15_000)
+        assert "pending" in band.locator("title").text_content()
+        assert page.locator("#chart .pending-band").count() == 1  # the judged rounds are not
+        assert "pending" in page.locator("#legend").inner_text()
+        drawn = [t.text_content() for t in page.locator("#chart circle title").all()]
+        verified = [t for t in drawn if t.startswith("swarm: verified per batch")]
+        claimed = [t for t in drawn if t.startswith("swarm: claimed per batch")]
+        assert [t.split("round ")[1].split(":")[0] for t in verified] == [
+            str(swarm.round),
+            str(swarm.round + 1),
+        ]  # no point, so no 0, for the pending round
+        assert any(f"round {late}:" in t for t in claimed)  # its claims are drawn as claimed
+
+        rows = {
+            row.get_attribute("data-address"): row.locator(".pending-batches").inner_text()
+            for row in page.locator("#rows tr[data-address]").all()
+        }
+        assert rows.pop(swarm.address("alice")) == "1 pending"
+        assert set(rows.values()) == {"–"}
+
+        page.locator(f'tr[data-address="{swarm.address("alice")}"]').click()
+        batch = page.locator(f'#batch-rows tr[data-round="{late}"]')
+        batch.wait_for(timeout=10_000)
+        assert batch.locator(".verified").inner_text() == "pending"
+        assert batch.locator(".outcome").inner_text() == "pending: committee still judging"
+        settled = page.locator(f'#batch-rows tr[data-round="{swarm.round}"]')
+        assert "pending" not in settled.inner_text()
+        assert float(settled.locator(".verified").inner_text()) == 5.0
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "leaderboard-pending.png"), full_page=True)
         assert problems == []
     finally:
         page.close()

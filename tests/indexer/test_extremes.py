@@ -389,7 +389,7 @@ def test_every_numeric_field_at_its_extremes_is_ingested_and_ranks_nothing(
     assert judged["sealed"] and judged["out_of_range_batches"] == 2
     last = get(service, f"/api/rounds/{I64_MAX}")
     (crowded,) = last["batches"]
-    assert (crowded["attestations"], crowded["verified_reward"]) == (CROWD, 4.0)
+    assert (crowded["verdicts_counted"], crowded["verified_reward"]) == (CROWD, 4.0)
     assert crowded["agree_weight_wei"] == str(U256)  # a sum past uint256, capped
     stats = get(service, "/api/stats")
     assert stats["unapplied_events"] == len(UNAPPLIED)

@@ -99,7 +99,7 @@ def test_the_leaderboard_shows_the_demo_nodes_until_ctrl_c(tmp_path: Path) -> No
         assert {e["address"]: e["name"] for e in board["entries"]} == addresses
         for entry in board["entries"]:  # the first two rounds revealed (in the 4th and 5th)
             assert entry["rounds"] == 5 and entry["verified_batches"] == 2
-            assert entry["attestations_given"] == 2 and entry["flags_received"] == 0
+            assert entry["verdicts_counted"] == 2 and entry["flags_received"] == 0
             assert entry["duty_done"] == 2 and entry["duty_missed"] == 0
         assert demo.stop(signal.SIGINT) == 0
     finally:

@@ -33,6 +33,21 @@ def test_an_anvil_already_on_the_port_is_not_taken_for_ours(tmp_path: Path) -> N
         stale.stop()
 
 
+def test_an_anvil_keeps_its_states_next_to_its_log_and_stop_removes_them(
+    tmp_path: Path,
+) -> None:
+    """Not in ~/.foundry/anvil/tmp, where every Anvil's states would stay for good."""
+    anvil = start_anvil(tmp_path / "chain.log", extra_args=("--block-time", "1"))
+    try:
+        time.sleep(2.5)  # a few blocks: Anvil persists states as it mines
+        assert anvil.cache_dir == tmp_path / "chain.states"
+        command = " ".join(anvil.process.args)  # type: ignore[arg-type]
+        assert f"--cache-path {tmp_path / 'chain.states'}" in command
+    finally:
+        anvil.stop()
+    assert not (tmp_path / "chain.states").exists()
+
+
 @contextmanager
 def stats_server(coordinator: str) -> Iterator[str]:
     """A leaderboard stand-in whose ``/api/stats`` names ``coordinator``."""

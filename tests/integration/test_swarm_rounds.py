@@ -242,3 +242,28 @@ def test_a_node_restarted_mid_round_resumes_without_publishing_or_committing_twi
     ]
     assert [e.round for e in committed] == [fresh_round]
     assert read_checkpoint(restarted.state_dir).round == round_
+
+
+def test_a_stop_during_generation_ends_the_round_at_once_and_a_rerun_resumes(
+    chain: ChainControl,
+    dev_accounts: list[LocalAccount],
+    node_factory: Callable[..., SwarmNode],
+) -> None:
+    """A Ctrl-C while the nodes generate stops them within a few decode steps (not at the end of
+    the step): nothing is published for the round, and a later run publishes it once."""
+    a, b = (node_factory(dev_accounts[i + 1], f"stopped-{i}", seed=i) for i in range(2))
+    round_ = next_round(chain)
+    asked = [0]
+
+    def stop_after_a_few_checks() -> bool:  # 2 phase checks, then one per decode step
+        asked[0] += 1
+        return asked[0] > 4
+
+    reports = run_lockstep([a, b], 1, chain.warp_to_round, should_stop=stop_after_a_few_checks)
+    assert reports == [] and asked[0] == 5  # stopped at the third check inside generation
+    assert a.learner.settings.sampling.max_new_tokens > 3  # so generation was cut short
+    assert [e for e in events(chain, RolloutsPublished, round_)] == []
+    reports = run_lockstep([a, b], 1, chain.warp_to_round)
+    assert sorted(r.published for r in reports) == ["yes", "yes"]
+    published = events(chain, RolloutsPublished, round_)
+    assert sorted(e.peer for e in published) == sorted([a.address, b.address])

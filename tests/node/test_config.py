@@ -50,7 +50,7 @@ def test_every_problem_is_listed_with_its_place() -> None:
             {"sampling": {"group_size": 1, "strategy": "best"}, "chain": {"rpc_urll": "x"}}
         )
     message = str(caught.value)
-    assert "3 problem(s)" in message
+    assert "3 problems:" in message
     assert "sampling.group_size" in message and "sampling.strategy" in message
     assert "chain.rpc_urll" in message  # a typo is an error, not silently ignored
 

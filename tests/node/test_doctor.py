@@ -228,14 +228,35 @@ def test_a_clock_an_hour_off(home: Path, chain: ChainControl) -> None:
     result = doctor(home)
     assert result.exit_code == 1, result.output
     line = line_of(result, "clock")
-    found = re.search(r"clock is (\d+) s behind the latest block \(allowed: 30 s", line)
+    found = re.search(r"clock is (\d+) s behind the chain's \(allowed: 30 s", line)
     assert found, line
     assert gap > 1800 and abs(int(found[1]) - gap) < 30, (gap, line)
     assert "Fix: sync this machine's clock" in line
 
 
+def test_the_demo_chain_whose_clock_jumps_is_no_clock_problem(
+    home: Path, chain: ChainControl, deployment: Deployment
+) -> None:
+    """The lockstep demo records clock "jumps" in its deployment file and moves the chain an
+    hour ahead a round at a time: its own node's doctor says so instead of "sync your clock";
+    a machine ahead of that chain is still a problem."""
+    jumping = deployment.model_copy(update={"clock": "jumps"})
+    jumping.save(home / "deployment.json")
+    registered_peer(home, chain)
+    chain.increase_time(3600)
+    chain.mine()
+    line = line_of(doctor(home), "clock")
+    assert line.startswith("ok") and "the local demo moves it forward" in line, line
+    config = load_config(home / "node.toml")
+    ahead = chain.now() + 120
+    checks = run_checks(config, probes=Probes(now=lambda: ahead))
+    clock = next(check for check in checks if check.name == "clock")
+    assert clock.status == "problem" and "ahead of the chain's" in clock.detail, clock
+
+
 def test_the_clock_tolerance_is_a_tenth_of_a_round(home: Path, chain: ChainControl) -> None:
     config = load_config(home / "node.toml")
+    chain.mine()  # the next block's time, which the check reads, is then the latest's
     chain_now = chain.now()
 
     def clock_line(offset: float) -> str:

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from node.interrupt import Interrupted, interruptible
 from node.learning_data import ScoredGroup
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.generation import (
@@ -332,3 +333,26 @@ def test_bf16_update_stays_close_to_float32(pool: AdapterPool, tokenizer) -> Non
     assert bf16.num_tokens == fp32.num_tokens and not bf16.skipped
     assert bf16.loss == pytest.approx(fp32.loss, rel=0.05, abs=0.01)
     assert bf16.grad_norm == pytest.approx(fp32.grad_norm, rel=0.05)
+
+
+def test_a_stop_during_an_update_leaves_the_adapters_as_they_were(
+    pool: AdapterPool, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    """A Ctrl-C between micro-batches ends the update before any optimizer step."""
+    config = GRPOConfig(max_completion_tokens=16, precision="float32", micro_batch_size=2)
+    start = {n: pool.adapter_state(n) for n in NAMES}
+    shares = [
+        TrainShare(node_groups(tokenizer, i), pool.optimizer(n), n) for i, n in enumerate(NAMES)
+    ]
+    checks = [0]
+
+    def stop_at_the_second_micro_batch() -> bool:
+        checks[0] += 1
+        return checks[0] >= 2
+
+    with interruptible(stop_at_the_second_micro_batch), pytest.raises(Interrupted):
+        with pool.rows(list(NAMES), trainable=True) as routing:
+            train_together(pool.model, tokenizer, config, shares, routing=routing)
+    assert checks[0] == 2
+    for name in NAMES:
+        assert all(torch.equal(v, start[name][k]) for k, v in pool.adapter_state(name).items())
