@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from eth_utils import to_checksum_address
-from fastapi import FastAPI, HTTPException, Path as PathParam, Query, Request
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute

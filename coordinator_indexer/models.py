@@ -30,9 +30,7 @@ RANGE = (
     "counts 0"
 )
 #: What a batch's reward is (docs/PROTOCOL.md, "Rewards in milli-units").
-PER_BATCH = (
-    "a batch's reward is the sum of the rewards of its n x G completions, not a mean"
-)
+PER_BATCH = "a batch's reward is the sum of the rewards of its n x G completions, not a mean"
 #: The one definition of a pending batch (coordinator_indexer.derive.batch_is_pending).
 PENDING = (
     "not settled, and either its round's reveal phase is not over (its committee may still "
@@ -262,9 +260,7 @@ class RoundEntry(DeprecatedNames):
     publications: int = Field(description="Batches published for the round.")
     groups: int
     completions: int
-    claimed_reward: float = Field(
-        description=f"Sum of the batches' claims; {PER_BATCH}; {RANGE}."
-    )
+    claimed_reward: float = Field(description=f"Sum of the batches' claims; {PER_BATCH}; {RANGE}.")
     verified_reward: float = Field(
         description="Sum of the batches' verified rewards (pending ones with what their committee "
         f"revealed so far: see pending); {PER_BATCH}; {RANGE}."

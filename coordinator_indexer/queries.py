@@ -428,9 +428,7 @@ def stats(conn: Connection, state: IndexerState | None, round_duration: int, gen
             count_pending(closed_before, p),
         )
     ).one()
-    unapplied = conn.execute(
-        select(func.count()).select_from(schema.unapplied_events)
-    ).scalar_one()
+    unapplied = conn.execute(select(func.count()).select_from(schema.unapplied_events)).scalar_one()
     stake_rows = conn.execute(select(_P.c.stake_wei).where(_P.c.status != "withdrawn")).all()
     counted = conn.execute(
         select(func.count()).select_from(schema.votes).where(schema.votes.c.counted == true())

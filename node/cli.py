@@ -330,7 +330,11 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
     try:
         with _user_errors():
             done = run_node(
-                node, settings, stop=stop, on_report=lambda r: out.echo(r.line()), on_notice=out.echo
+                node,
+                settings,
+                stop=stop,
+                on_report=lambda r: out.echo(r.line()),
+                on_notice=out.echo,
             )
     except KeyboardInterrupt:
         raise click.ClickException(

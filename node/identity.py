@@ -88,7 +88,9 @@ def _read_document(path: Path) -> dict:
     except FileNotFoundError:
         raise IdentityError(f"no keystore at {path}: create one with `swarm init`") from None
     except IsADirectoryError:
-        raise IdentityError(f"{path} is a folder: set [identity] keystore to the key's file") from None
+        raise IdentityError(
+            f"{path} is a folder: set [identity] keystore to the key's file"
+        ) from None
     except OSError as exc:
         raise IdentityError(f"cannot read the keystore {path}: {exc.strerror}") from None
     except ValueError:

@@ -40,8 +40,8 @@ from node.audit.receipt import (
     outcome_text,
 )
 from node.chain.client import CoordinatorClient
-from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
 from node.chain.committee import settle_outcome
+from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
 from node.chain.models import Verdict, VerdictState
 from node.sampling.intake import intake_round
 from node.sampling.verdicts import PeerVerdict

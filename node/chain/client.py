@@ -50,6 +50,7 @@ DEFAULT_SIGNATURE_LIFETIME = 3600
 _SEAL_DRAW_GAS = 90_000
 _GAS_PER_DELTA = 6_000
 
+
 class CoordinatorClient:
     """Typed access to one deployed SwarmCoordinator, optionally as one account."""
 
@@ -144,7 +145,9 @@ class CoordinatorClient:
         block's."""
         latest = self.chain_time()
         try:
-            pending = self._rpc(lambda: self.w3.eth.get_block("pending"), "reading the pending block")
+            pending = self._rpc(
+                lambda: self.w3.eth.get_block("pending"), "reading the pending block"
+            )
         except ChainError as exc:
             if exc.retryable:
                 raise

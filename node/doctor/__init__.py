@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from node.chain.rpc import short
 from node.config import NodeConfig
-from node.doctor.base import Check, Probes, Run, problem, short
+from node.doctor.base import Check, Probes, Run, problem
 from node.doctor.chain import (
     check_clock,
     check_contract,

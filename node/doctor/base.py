@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Literal
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
-from node.chain.rpc import short
 from node.config import NodeConfig
 from node.resources import available_memory, free_disk
 from node.storage.endpoint import StoreEndpoint

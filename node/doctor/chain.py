@@ -207,4 +207,3 @@ def check_clock(run: Run) -> Check:
         "sync this machine's clock (timedatectl set-ntp true); if it is right, the RPC is "
         "stuck or lagging: use another [chain] rpc_url",
     )
-

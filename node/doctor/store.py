@@ -13,8 +13,9 @@ import requests
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.events import EndpointAnnounced, EventReader, ExitRequested
+from node.chain.rpc import short
 from node.config import NodeConfig
-from node.doctor.base import Check, Run, ok, problem, short, skipped
+from node.doctor.base import Check, Run, ok, problem, skipped
 from node.storage import StoreError
 from node.storage.announced import AnnouncedEndpoints
 from node.storage.endpoint import (

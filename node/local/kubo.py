@@ -304,8 +304,7 @@ def _wait_ready(process: subprocess.Popen[bytes], log_path: Path, timeout: float
             return f"http://127.0.0.1:{match.group(1)}"
         if process.poll() is not None:
             raise KuboDaemonError(
-                f"ipfs daemon exited with {process.returncode} (log {log_path}):\n"
-                f"{_tail(log_path)}"
+                f"ipfs daemon exited with {process.returncode} (log {log_path}):\n{_tail(log_path)}"
             )
         time.sleep(0.05)
     raise KuboDaemonError(f"ipfs daemon not ready after {timeout}s (log {log_path})")

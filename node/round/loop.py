@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
-from node.interrupt import Interrupted, interruptible
 from node.chain.client import CoordinatorClient
 from node.chain.errors import RetryableChainError
 from node.chain.rpc import RetryPolicy
+from node.interrupt import Interrupted, interruptible
 from node.round.exchange import ChainExchange
 from node.round.node import SwarmNode
 from node.round.report import RoundReport

@@ -208,8 +208,9 @@ def test_the_receipt_says_pending_and_names_peers_without_a_raw_none(
         "verdict counted)" in unjudged
     )
     for name in ("alice", "bob"):
-        assert "  leaderboard outcome not disputed (nobody flagged), verified " in (
-            blocks[swarm_round.address(name)]
+        assert (
+            "  leaderboard outcome not disputed (nobody flagged), verified "
+            in (blocks[swarm_round.address(name)])
         )
 
 

@@ -185,7 +185,11 @@ def play_honest_round(source: Emitter, round_: int) -> None:
 
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
 def test_a_sybil_voter_can_neither_rank_its_puppet_nor_freeze_the_leaderboard(
-    emitter, serve, request, tmp_path, database  # noqa: F811 - fixture
+    emitter,
+    serve,
+    request,
+    tmp_path,
+    database,  # noqa: F811 - fixture
 ) -> None:
     play_attack(emitter)
     service = serve(database_url(request, database, tmp_path))
@@ -338,7 +342,11 @@ UNAPPLIED = {
 
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
 def test_every_numeric_field_at_its_extremes_is_ingested_and_ranks_nothing(
-    emitter, serve, request, tmp_path, database  # noqa: F811 - fixture
+    emitter,
+    serve,
+    request,
+    tmp_path,
+    database,  # noqa: F811 - fixture
 ) -> None:
     play_extremes(emitter)
     url = database_url(request, database, tmp_path)
@@ -470,7 +478,9 @@ def test_the_real_coordinator_at_its_largest_values(
 
 
 def test_a_reorg_takes_unapplied_and_out_of_range_rows_back(
-    emitter, open_store, sqlite_url  # noqa: F811 - fixture
+    emitter,
+    open_store,
+    sqlite_url,  # noqa: F811 - fixture
 ) -> None:
     """The rows extreme values made (kept logs, out-of-range batches) roll back like any other."""
 
@@ -569,7 +579,11 @@ def play_outcomes_and_shapes(source: Emitter) -> None:
 
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
 def test_any_outcome_and_any_rules_shape_are_taken_for_what_they_are(
-    emitter, serve, request, tmp_path, database  # noqa: F811 - fixture
+    emitter,
+    serve,
+    request,
+    tmp_path,
+    database,  # noqa: F811 - fixture
 ) -> None:
     """DisputeSettled.outcome 2, 3 and 4 settle a batch (upheld, rejected, inconclusive); 0, 1
     and 255 settle nothing. Rules whose n or G the contract would refuse (the decoder does too)
@@ -597,7 +611,9 @@ def test_any_outcome_and_any_rules_shape_are_taken_for_what_they_are(
 
 
 def test_a_reorg_takes_rules_back_and_the_batch_maxima_with_them(
-    emitter, open_store, sqlite_url  # noqa: F811 - fixture
+    emitter,
+    open_store,
+    sqlite_url,  # noqa: F811 - fixture
 ) -> None:
     """Rules scheduled from a round whose batches exist already (a stand-in can) change their
     maxima, kept or refused; a reorg that removes the rules restores them."""

@@ -118,7 +118,11 @@ MISTAKES = [
         ("serves chain 31337", "set [chain] rpc_url to an RPC of chain 5"),
     ),
     Mistake(
-        "no terminal, no password", no_keystore, ("init",), ("no terminal",), password=None,
+        "no terminal, no password",
+        no_keystore,
+        ("init",),
+        ("no terminal",),
+        password=None,
         logged=False,
     ),
     Mistake("no keystore", no_keystore, ("status",), ("no keystore at", "swarm init")),
@@ -164,7 +168,7 @@ def test_a_mistake_is_one_line_that_says_what_to_do(
     result = subprocess.run(
         [str(SWARM), "--config", str(tmp_path / "node.toml"), *mistake.args],
         cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=120,
+        timeout=120, check=False,
     )  # fmt: skip
     shown = result.stdout + result.stderr
     assert result.returncode == 1, shown

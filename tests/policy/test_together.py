@@ -350,9 +350,12 @@ def test_a_stop_during_an_update_leaves_the_adapters_as_they_were(
         checks[0] += 1
         return checks[0] >= 2
 
-    with interruptible(stop_at_the_second_micro_batch), pytest.raises(Interrupted):
-        with pool.rows(list(NAMES), trainable=True) as routing:
-            train_together(pool.model, tokenizer, config, shares, routing=routing)
+    with (
+        interruptible(stop_at_the_second_micro_batch),
+        pytest.raises(Interrupted),
+        pool.rows(list(NAMES), trainable=True) as routing,
+    ):
+        train_together(pool.model, tokenizer, config, shares, routing=routing)
     assert checks[0] == 2
     for name in NAMES:
         assert all(torch.equal(v, start[name][k]) for k, v in pool.adapter_state(name).items())
