@@ -1,8 +1,8 @@
 """How much memory and disk a node's settings need, estimated from SmolLM2-135M's measured figures.
 
-The estimate (``estimate_resources``) is a small formula, fitted to what the README's *Policy*
-benchmarks measured for SmolLM2-135M-Instruct on the CPU (float32, LoRA r 16 on the attention
-projections, one GRPO step in a fresh process):
+The estimate (``estimate_resources``) is a small formula, fitted to what docs/BENCHMARKS.md's
+*Policy* benchmarks measured for SmolLM2-135M-Instruct on the CPU (float32, LoRA r 16 on the
+attention projections, one GRPO step in a fresh process):
 
 - peak RSS of a GRPO step grows with the tokens of one micro-batch: 3.0 GiB for 8 sequences of
   ~153 tokens (1,224 tokens), 1.74 GiB for micro-batches of 2 (306 tokens). A line through both
@@ -44,7 +44,7 @@ SMOL_PARAMETERS = 134_515_008
 SMOL_LAYERS = 30
 SMOL_LORA_WIDTHS = (576 + 576) + (576 + 192) + (576 + 192) + (576 + 576)  # q, k, v, o: in + out
 SMOL_VOCABULARY = 49_152
-#: Measured (README, Policy, Benchmarks): the process with the model, and a GRPO step's growth.
+#: Measured (docs/BENCHMARKS.md, Policy): the process with the model, and a GRPO step's growth.
 PROCESS_BYTES = int(1.32 * GIB)
 STEP_BYTES_PER_TOKEN = int(1.37 * MIB)
 #: Generation: key/value cache per token, float32 (see the module docstring).

@@ -347,8 +347,15 @@ def print_where_to_look(
     echo(f"chain        {rpc_url}  (deployment {workdir / 'deployment.json'})")
     echo(f"store        {store}")
     echo(f"leaderboard  {leaderboard or 'not running'}")
-    echo(f"a node       swarm --config {peers[0].config_path} status")
+    echo(f"a node       {swarm_command()} --config {peers[0].config_path} status")
     echo("")
+
+
+def swarm_command() -> str:
+    """How to call ``swarm`` from here: the clone's ``.venv/bin/swarm`` when run from a clone
+    (``swarm`` alone is on PATH only in an activated environment)."""
+    in_clone = Path(".venv/bin/swarm")
+    return str(in_clone) if in_clone.exists() else "swarm"
 
 
 def start_stores(

@@ -45,8 +45,7 @@ def run_lockstep(
         node.learner.rendezvous = rendezvous
     reports: list[RoundReport] = []
     try:
-        with interruptible(should_stop):
-            _rounds(nodes, rounds, advance, on_report, should_stop, rendezvous, reports)
+        _rounds(nodes, rounds, advance, on_report, should_stop, rendezvous, reports)
     except Interrupted:
         pass  # a stop during a step: what the steps finished is saved, the rest dropped
     finally:
@@ -88,7 +87,18 @@ def _phase(
     should_stop: Callable[[], bool],
     rendezvous: Rendezvous | None,
 ) -> tuple[list[RoundReport], bool]:
-    """Every node's ``step``: the reports of those that ran, and whether all of them did."""
+    """Every node's ``step``: the reports of those that ran, and whether all of them did. A stop
+    ends the steps early (Interrupted); the callers' own work between phases runs to its end."""
+    with interruptible(should_stop):
+        return _steps(nodes, step, should_stop, rendezvous)
+
+
+def _steps(
+    nodes: Sequence[SwarmNode],
+    step: Callable[[SwarmNode], RoundReport],
+    should_stop: Callable[[], bool],
+    rendezvous: Rendezvous | None,
+) -> tuple[list[RoundReport], bool]:
     if rendezvous is not None:
         if should_stop():
             return [], False

@@ -383,7 +383,7 @@ def test_too_little_disk(home: Path, chain: ChainControl) -> None:
 
 
 def test_the_estimate_reproduces_the_measured_grpo_step() -> None:
-    """README, Policy benchmarks: one step on 8 sequences of 1,224 tokens in all (776 of them
+    """docs/BENCHMARKS.md, Policy: one step on 8 sequences of 1,224 tokens in all (776 of them
     completion) peaked at 3.0 GiB RSS, and at 1.74 GiB in micro-batches of 2."""
 
     def peak(micro_batch: int) -> float:
