@@ -1,6 +1,6 @@
 """Derived rows, recomputed from the event tables for the keys a change touched.
 
-Definitions (the leaderboard's meaning; README "Indexer and leaderboard"):
+Definitions (the leaderboard's meaning; docs/INDEXER.md, "What the leaderboard means"):
 
 - A batch's **claimed reward** is its publisher's ``rewardSum`` (``RolloutsPublished``).
 - A batch's **verified reward** is the *stake-weighted median* of the ``verifiedRewardSum`` values

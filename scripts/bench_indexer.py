@@ -29,7 +29,7 @@ What it does:
    baseline. Reported: p50/p95 and requests/s of each, and the ratios.
 
 All traffic goes to 127.0.0.1 only and every loop is bounded. Timings depend on the machine and
-its load; the README quotes one run and the machine it ran on.
+its load; docs/BENCHMARKS.md quotes one run and the machine it ran on.
 """
 
 from __future__ import annotations
