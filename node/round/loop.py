@@ -1,12 +1,14 @@
 """``swarm run``'s driver: one node following chain rounds in real time.
 
-Each iteration takes the chain's *current* round (a node that fell behind skips ahead instead of
-publishing stale work), produces its batch, waits for peers until every active peer has published
-or ``collect_fraction`` of the round has passed, then completes the round. Transient chain and
+Each iteration takes the chain's *current* round by the next block's time (a node that fell
+behind skips ahead, and says so, instead of publishing stale work), produces its batch, waits
+for peers until every active peer has published or ``collect_fraction`` of the round has
+passed, then completes the round. Transient chain and
 store failures interrupt the round, are logged and retried with exponential backoff (the round's
 steps are idempotent, so a retry never publishes twice). A reset chain stops the node with the
 reason. The first Ctrl-C (or SIGTERM, or SIGHUP: a closed terminal) stops the node at the next step
-boundary, after its state and adapter are saved; a second one aborts at once.
+boundary, after its state and adapter are saved (generation and training, the long parts, end
+within a decode step or micro-batch: ``node.interrupt``); a second one aborts at once.
 """
 
 from __future__ import annotations
