@@ -242,10 +242,15 @@ class ChainExchange(Exchange):
         asks before it loads the model)."""
         self.check()
         status = self.client.peer_info(peer).status
+        if status is PeerStatus.NONE:
+            raise NotActive(
+                f"{peer} is not registered on this coordinator: register it first "
+                "(swarm register --name NAME --stake AMOUNT)"
+            )
         if status is not PeerStatus.ACTIVE:
             raise NotActive(
-                f"{peer} is {status.name.lower()} on this coordinator: only an active peer "
-                "publishes (swarm register --name NAME --stake AMOUNT)"
+                f"{peer} is {status.name.lower()} on this coordinator: it left the swarm, and only "
+                "an active peer publishes (register another key to take part again)"
             )
 
     def join(self, peer: str) -> SwarmInfo:

@@ -150,7 +150,7 @@ MISTAKES = [
         "run before registering",
         plain_setup,
         ("run", "--rounds", "1"),
-        ("is none on this coordinator", "swarm register --name NAME --stake AMOUNT"),
+        ("is not registered on this coordinator", "swarm register --name NAME --stake AMOUNT"),
     ),
 ]
 
