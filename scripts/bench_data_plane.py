@@ -82,6 +82,7 @@ def main() -> None:
         model=model,
         tasks=tasks,
         texts=texts,
+        finish_reasons=None,
         compress=args.compress,
     )
     body, data = encoded.batch.body, encoded.data
@@ -98,7 +99,9 @@ def main() -> None:
         reward_sum=encoded.reward_sum_milli,
         relayer=None,
     )
-    context = RoundContext(domain=DOMAIN, round=ROUND, round_seed=seed)
+    context = RoundContext(
+        domain=DOMAIN, round=ROUND, round_seed=seed, tasks_per_round=GROUPS, group_size=GROUP_SIZE
+    )
     plain = encode_batch(encoded.batch) if args.compress else data
 
     with tempfile.TemporaryDirectory() as folder:

@@ -62,6 +62,7 @@ def real_batches(count: int) -> list[bytes]:
         model=ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None),
         tasks=tasks,
         texts=texts,
+        finish_reasons=None,
     ).batch.body
     return [
         encode_batch(sign_batch(body.model_copy(update={"round": round}), PEER, DOMAIN))
@@ -131,8 +132,10 @@ def measure(folder: Path, batches: list[bytes], workers: int) -> dict[str, objec
 
 def report(figures: dict[str, Any], batches: list[bytes], workers: int) -> None:
     size = statistics.mean(len(d) for d in batches)
-    print(f"\n{len(batches) // 3} batches per measurement: {GROUPS} groups x {GROUP_SIZE} "
-          f"completions, ~{size / 1000:.0f} kB each (plain JSON); two daemons on loopback")
+    print(
+        f"\n{len(batches) // 3} batches per measurement: {GROUPS} groups x {GROUP_SIZE} "
+        f"completions, ~{size / 1000:.0f} kB each (plain JSON); two daemons on loopback"
+    )
     local, kubo = figures["put_get_local"], figures["put_get_kubo"]
     print(f"\n{'put + get, each batch new':<46}{'batches/s':>10}{'x local':>10}")
     print(f"{'LocalStore (a folder, fsync per blob)':<46}{local:>10.0f}{1.0:>10.2f}")
@@ -145,8 +148,10 @@ def report(figures: dict[str, Any], batches: list[bytes], workers: int) -> None:
         ("Kubo B, from A over bitswap", "get_b"),
     ):
         median = statistics.median(figures[key])
-        print(f"{label:<46}{median * 1000:>10.2f}{p95(figures[key]) * 1000:>10.2f}"
-              f"{median / base:>10.1f}")
+        print(
+            f"{label:<46}{median * 1000:>10.2f}{p95(figures[key]) * 1000:>10.2f}"
+            f"{median / base:>10.1f}"
+        )
     many_a, many_b = figures["many_a"], figures["many_b"]
     print(f"\n{f'get with {workers} threads (a round intake)':<46}{'batches/s':>10}{'x A':>10}")
     print(f"{'Kubo A, block held by A':<46}{many_a:>10.0f}{1.0:>10.2f}")

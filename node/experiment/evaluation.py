@@ -30,7 +30,7 @@ from node.policy.generation import GenerationRequest, SamplingConfig, generate_t
 from node.policy.model import encode_prompts
 from node.tasks import TaskItem, build_messages, get_preset
 from node.tasks.derivation import task_from_seed
-from node.tasks.scoring import extract_answer, score_answer
+from node.tasks.scoring import extract_answer, score_completion
 
 HELDOUT_DOMAIN = b"swarm.heldout/1"
 
@@ -80,8 +80,12 @@ def evaluate(
     seconds = time.perf_counter() - started
     results = []
     for per_task in answers:
-        extracted = [extract_answer(group[0].text) for group in per_task]
-        scores = [score_answer(task, a) for task, a in zip(tasks, extracted, strict=True)]
+        firsts = [group[0] for group in per_task]
+        extracted = [extract_answer(a.text) for a in firsts]
+        scores = [
+            score_completion(task, a.text, finish_reason=a.finish_reason)
+            for task, a in zip(tasks, firsts, strict=True)
+        ]
         results.append(
             Evaluation(
                 accuracy=sum(scores) / len(tasks),

@@ -1,8 +1,8 @@
 """Building a node's own batch: score its completions with the task verifier, sign, encode.
 
 The producer's half of the data plane (the receiver's half is ``node.sampling``): given the round's
-derived tasks and the texts the policy generated for each, it scores every completion with the
-dataset's own scorer, fills a ``BatchBody``, signs it and returns the stored bytes with the values
+derived tasks and the texts the policy generated for each (with why each ended, where known), it
+scores every completion under the preset's rule, fills a ``BatchBody``, signs it and returns the stored bytes with the values
 ``publishRollouts`` commits on-chain.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from eth_account.signers.local import LocalAccount
 
 from node.chain.eip712 import Domain
+from node.learning_data import FinishReason
 from node.rollouts.codec import encode_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import (
@@ -50,13 +51,23 @@ class EncodedBatch:
         return self.batch.body.reward_sum_milli
 
 
-def score_group(task: TaskItem, texts: Sequence[str]) -> Group:
+Reasons = Sequence[FinishReason | None] | None
+"""Why each completion of a group ended; None where no reason is known for any of them."""
+
+
+def score_group(task: TaskItem, texts: Sequence[str], *, finish_reasons: Reasons) -> Group:
     """One group: the task as the batch records it and each text with its verified reward."""
+    reasons = [None] * len(texts) if finish_reasons is None else list(finish_reasons)
+    if len(reasons) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(reasons)} finish reasons")
     return Group(
         task=TaskRecord(
             dataset=task.dataset, index=task.index, question=task.question, answer=task.answer
         ),
-        completions=[Completion(text=text, reward=score_completion(task, text)) for text in texts],
+        completions=[
+            Completion(text=text, reward=score_completion(task, text, finish_reason=reason))
+            for text, reason in zip(texts, reasons)
+        ],
     )
 
 
@@ -69,11 +80,18 @@ def assemble_batch(
     model: ModelInfo,
     tasks: Sequence[TaskItem],
     texts: Sequence[Sequence[str]],
+    finish_reasons: Sequence[Reasons] | None,
     compress: bool = False,
 ) -> EncodedBatch:
-    """Scores ``texts[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it."""
+    """Scores ``texts[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it.
+
+    ``finish_reasons[i]`` says why each of ``texts[i]`` ended; None where unknown.
+    """
     if len(tasks) != len(texts):
         raise ValueError(f"{len(tasks)} tasks but {len(texts)} groups of texts")
+    reasons = [None] * len(texts) if finish_reasons is None else list(finish_reasons)
+    if len(reasons) != len(texts):
+        raise ValueError(f"{len(texts)} groups of texts but {len(reasons)} of finish reasons")
     body = BatchBody(
         chain_id=domain.chain_id,
         coordinator=domain.verifying_contract,
@@ -81,7 +99,10 @@ def assemble_batch(
         peer=account.address,
         model=model,
         tasks=TaskSource(preset=preset, generator=generator_id()),
-        groups=[score_group(task, group) for task, group in zip(tasks, texts)],
+        groups=[
+            score_group(task, group, finish_reasons=why)
+            for task, group, why in zip(tasks, texts, reasons)
+        ],
     )
     batch = sign_batch(body, account, domain)
     data = encode_batch(batch, compress=compress)

@@ -107,6 +107,7 @@ class Producer(NodeCore):
             model=ModelInfo(name=self.learner.model_name, adapter_digest=None),
             tasks=tasks,
             texts=[g.texts for g in generated],
+            finish_reasons=[[c.finish_reason for c in g.completions] for g in generated],
             compress=self.config.storage.compress,
         )
         _check_own_shape(encoded.batch.body, round, self.batch_shape(round))

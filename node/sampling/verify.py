@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
+from node.chain.models import max_reward_milli
 from node.rollouts import BatchRejected, SignedBatch, decode_batch, recover_batch_signer
 from node.rollouts.limits import MAX_BATCH_BYTES
 from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import Group
-from node.chain.models import max_reward_milli
 from node.sampling.shape import check_round_rules, check_shape
 from node.sampling.verdicts import PeerVerdict, VerifiedGroup, to_milli
 from node.tasks import TaskError, TaskItem, derive_tasks, generator_id, get_preset, score_completion
@@ -186,7 +186,8 @@ def _rescore(
     for group in batch.body.groups:
         task = tasks[group.task.index]
         texts = tuple(c.text for c in group.completions)
-        scores = tuple(score_completion(task, text) for text in texts)
+        # A swarm.rollouts/1 batch does not say why a completion ended: the reason is unknown.
+        scores = tuple(score_completion(task, text, finish_reason=None) for text in texts)
         matches = [to_milli(c.reward) == to_milli(s) for c, s in zip(group.completions, scores)]
         checked += len(matches)
         agreed += sum(matches)

@@ -12,7 +12,8 @@ Modules, one concern each:
 - ``presets``     ``Preset``/``PresetEntry``, the shipped presets (``smol-easy``, ``paper``)
 - ``derivation``  item seeds, the weighted dataset draw, ``TaskItem``, ``derive_tasks``, the
                   verifier's ``check_task_matches``
-- ``scoring``     ``extract_answer`` and ``score_completion`` (never raises)
+- ``scoring``     ``extract_answer`` and ``score_completion`` under the preset's rule (dataset or
+                  strict; never raises)
 - ``prompts``     ``build_messages``: the format, three demonstrations, the question
 
 Example::
@@ -23,7 +24,7 @@ Example::
     preset = get_preset("smol-easy")
     tasks = derive_tasks(round_seed(genesis_seed, r), "0xAbC...", preset)
     messages = build_messages(tasks[0])            # -> the policy
-    reward = score_completion(tasks[0], "... <answer>7</answer>")
+    reward = score_completion(tasks[0], "... <answer>7</answer>", finish_reason="stop")
 """
 
 from node.defaults import DEFAULT_PRESET_NAME
@@ -44,7 +45,7 @@ from node.tasks.presets import (
     get_preset,
 )
 from node.tasks.prompts import SYSTEM_PROMPT, build_messages, demonstrations
-from node.tasks.scoring import extract_answer, score_answer, score_completion
+from node.tasks.scoring import extract_answer, score_answer, score_completion, score_strict
 
 __all__ = [
     "DEFAULT_PRESET_NAME",
@@ -69,4 +70,5 @@ __all__ = [
     "get_preset",
     "score_answer",
     "score_completion",
+    "score_strict",
 ]

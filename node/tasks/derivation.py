@@ -22,8 +22,8 @@ correlate which dataset is picked with the item's content. (Measured: in the ``p
 questions had exactly 2 terms.) A keccak draw under its own domain tag is independent of the item
 and easy to reproduce outside Python.
 
-``TaskItem.metadata`` (and ``config``) stay local: only dataset, index, question and answer go into
-a batch, and a verifier recomputes the rest.
+``TaskItem.metadata`` (and ``config`` and ``scoring``) stay local: only dataset, index, question and
+answer go into a batch, and a verifier recomputes the rest from the preset the batch names.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from node.tasks import generator
 from node.tasks.errors import InvalidTaskInput
-from node.tasks.presets import Preset
+from node.tasks.presets import Preset, ScoringRule
 
 DRAW_DOMAIN = b"swarm.tasks/draw/1"
 _UINT64 = 2**64
@@ -44,7 +44,8 @@ _UINT32 = 2**32
 
 class TaskItem(BaseModel):
     """One derived task: what a batch shows (dataset, index, question, answer) plus what scoring
-    and prompting need locally (seed, the preset entry's config, the generator's metadata)."""
+    and prompting need locally (seed, the preset entry's config, the generator's metadata, the
+    preset's scoring rule)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -58,6 +59,9 @@ class TaskItem(BaseModel):
     )
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="the generator's metadata (local, for scoring)"
+    )
+    scoring: ScoringRule = Field(
+        default="dataset", description="the preset's scoring rule (local, for scoring)"
     )
 
     def entry(self) -> dict[str, Any]:
@@ -111,6 +115,7 @@ def task_from_seed(seed: int, index: int, preset: Preset) -> TaskItem:
         answer=raw["answer"],
         config=entry.config,
         metadata=raw["metadata"],
+        scoring=preset.scoring,
     )
 
 

@@ -22,7 +22,7 @@ import difflib
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -32,6 +32,10 @@ from node.tasks.safe_scorers import REVIEWED_SCORERS
 
 # docs/PROTOCOL.md limits a batch to 64 groups, one per task.
 MAX_TASKS_PER_ROUND = 64
+
+ScoringRule = Literal["dataset", "strict"]
+"""How a completion is scored (docs/PROTOCOL.md, "Scoring"): ``"dataset"``, the dataset scorer on
+the extracted answer; ``"strict"``, 1 only for a clean stop after one exact answer, else 0."""
 
 _PRESET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
@@ -114,6 +118,9 @@ class Preset(BaseModel):
         min_length=1, description="datasets, drawn by weight in this order"
     )
     description: str = Field(default="", description="one line for humans")
+    scoring: ScoringRule = Field(
+        default="dataset", description="the scoring rule of docs/PROTOCOL.md, 'Scoring'"
+    )
 
     @field_validator("name")
     @classmethod
@@ -195,7 +202,6 @@ PAPER = Preset(
 )
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in (SMOL_EASY, PAPER)}
-
 
 
 def get_preset(name: str) -> Preset:

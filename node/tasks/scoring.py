@@ -1,13 +1,23 @@
 """Rewards: the answer inside ``<answer>...</answer>``, scored by the task's own dataset scorer.
 
-Publisher and verifier run exactly this code on the same text, so a reward is reproducible:
+Publisher and verifier run exactly this code on the same text and finish reason, so a reward is
+reproducible. The task carries its preset's rule (``TaskItem.scoring``):
+
+- ``"dataset"``: ``score_answer`` of ``extract_answer``; the finish reason is ignored.
+- ``"strict"`` (``score_strict``): 1.0 only for a completion that stopped (finish reason
+  ``"stop"``), holds exactly one ``<answer>`` and one ``</answer>`` in that order, nothing but
+  whitespace after the closing tag, and an answer the dataset scorer gives exactly 1.0; else 0.0.
+  So no junk tail, no cut completion, no hedged answers and no partial credit. For any text of at
+  most ``MAX_SCAN_CHARS`` characters (every batch's), strict never exceeds dataset.
+
+The parts:
 
 - ``extract_answer`` looks only at the last ``MAX_SCAN_CHARS`` characters of a completion (a
   batch's completions are at most 8,192 characters, so for valid batches this is everything). It
   takes the last closing tag, the last opening tag before it, and the first closing tag after that
   opening tag: the last pair whose content holds no tag. Three ``str`` scans, linear time, no
   regular expression to backtrack. Tags are lower-case and exact; the content is stripped.
-- ``score_completion`` runs the dataset's own scorer, except where that scorer would ``eval``
+- ``score_answer`` runs the dataset's own scorer, except where that scorer would ``eval``
   the answer (``safe_scorers``: an answer may come from any peer). It gives 0.0 when there is no
   answer, when the answer is longer than the dataset's limit (some scorers are quadratic or worse
   in the answer's length: propositional logic spends ~1 s on 1,000 characters of '¬'; no
@@ -20,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 
+from node.learning_data import FinishReason
 from node.tasks import generator
 from node.tasks.derivation import TaskItem
 
@@ -70,6 +81,37 @@ def score_answer(item: TaskItem, answer: str | None) -> float:
     return min(1.0, max(0.0, value))
 
 
-def score_completion(item: TaskItem, completion_text: str) -> float:
-    """Reward of a completion for ``item``: 0.0 without an answer tag; never raises."""
+def strict_answer(text: str, finish_reason: FinishReason | None) -> str | None:
+    """The stripped answer of a completion in the strict format; None if it is not in it.
+
+    The format: it stopped, holds one ``<answer>`` then one ``</answer>``, and only whitespace
+    follows. Text before ``<answer>`` is allowed (the prompt asks for brief reasoning).
+    """
+    # None (a batch that does not say why the completion ended) is no proof of a stop.
+    if finish_reason != "stop" or not isinstance(text, str):
+        return None
+    if text.count(OPEN_TAG) != 1 or text.count(CLOSE_TAG) != 1:
+        return None
+    start, close = text.find(OPEN_TAG), text.find(CLOSE_TAG)
+    if close < start or text[close + len(CLOSE_TAG) :].strip():
+        return None
+    return text[start + len(OPEN_TAG) : close].strip()
+
+
+def score_strict(item: TaskItem, completion_text: str, finish_reason: FinishReason | None) -> float:
+    """The ``"strict"`` reward: exactly 1.0 or 0.0 (see the module docstring); never raises."""
+    exact = score_answer(item, strict_answer(completion_text, finish_reason)) == 1.0
+    return 1.0 if exact else 0.0
+
+
+def score_completion(
+    item: TaskItem, completion_text: str, *, finish_reason: FinishReason | None
+) -> float:
+    """Reward of a completion for ``item`` under its preset's rule; never raises.
+
+    ``finish_reason`` is why the completion ended, None where unknown (a batch that does not
+    carry it); only the ``"strict"`` rule reads it.
+    """
+    if item.scoring == "strict":
+        return score_strict(item, completion_text, finish_reason)
     return score_answer(item, extract_answer(completion_text))

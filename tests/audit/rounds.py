@@ -85,6 +85,7 @@ def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
             model=MODEL,
             tasks=tasks,
             texts=[texts_for(task.answer) for task in tasks],
+            finish_reasons=None,
         )
         data, reward_sum = encoded.data, encoded.reward_sum_milli
         if name == cheater:

@@ -207,6 +207,7 @@ def build_batch(inputs: Inputs) -> EncodedBatch:
         model=ModelInfo(name=spec["model"], adapter_digest=None),
         tasks=[tasks[i] for i in spec["task_indexes"]],
         texts=spec["texts"],
+        finish_reasons=None,
     )
 
 

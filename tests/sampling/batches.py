@@ -56,6 +56,7 @@ def honest_batch(
         model=MODEL,
         tasks=tasks,
         texts=[mixed_texts(task, group_size) for task in tasks],
+        finish_reasons=None,
     )
 
 
@@ -116,7 +117,10 @@ def oversized_batch(
     tasks = tasks_for(account.address, round)
     text = "x" * 8000 + " <answer>{}</answer>"
     groups = [
-        score_group(task, [text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP) for task in tasks
+        score_group(
+            task, [text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP, finish_reasons=None
+        )
+        for task in tasks
     ]
     honest = honest_batch(account, domain, round).batch
     body = honest.body.model_copy(update={"groups": groups})

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from node.chain.events import RolloutsPublished
+from node.chain.models import max_reward_milli
 from node.rollouts import Group, RejectReason
 from node.rollouts.assemble import score_group
-from node.chain.models import max_reward_milli
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext, derive_for_preset, verify_batch
 from node.tasks import TaskItem
@@ -40,7 +40,7 @@ TASKS = tasks_for(PEER.address)
 
 def right(task: TaskItem, count: int) -> Group:
     """``count`` completions that all give the reference answer (each claims 1.0, truly)."""
-    return score_group(task, [f"It is <answer>{task.answer}</answer>"] * count)
+    return score_group(task, [f"It is <answer>{task.answer}</answer>"] * count, finish_reasons=None)
 
 
 def verdict_of(groups: list[Group]) -> tuple[PeerVerdict, RolloutsPublished]:

@@ -209,6 +209,23 @@ def test_golden_tasks() -> None:
         assert tasks_digest(ROUND_SEED, PEER, name) == expected, name
 
 
+def test_the_scoring_rule_changes_no_task() -> None:
+    """``scoring`` is local: a strict twin of a preset derives the same items, golden digest too."""
+    for name, expected in GOLDEN_TASKS.items():
+        loose = get_preset(name)
+        strict = Preset(
+            name=f"{name}-strict",
+            tasks_per_round=loose.tasks_per_round,
+            entries=loose.entries,
+            scoring="strict",
+        )
+        tasks = derive_tasks(ROUND_SEED, PEER, strict)
+        assert {t.scoring for t in tasks} == {"strict"}
+        assert [t.seed for t in tasks] == [t.seed for t in derive_tasks(ROUND_SEED, PEER, loose)]
+        body = json.dumps([t.batch_task() for t in tasks], sort_keys=True)
+        assert hashlib.sha256(body.encode()).hexdigest() == expected, name
+
+
 def test_other_process_with_other_hash_seed_derives_the_same_tasks() -> None:
     code = (
         "import json, sys\n"

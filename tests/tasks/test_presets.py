@@ -130,6 +130,15 @@ def test_preset_shape_is_checked() -> None:
         Preset(name="x", tasks_per_round=1, entries=(huge, huge))
 
 
+def test_shipped_presets_score_by_the_dataset_rule() -> None:
+    assert {name: p.scoring for name, p in PRESETS.items()} == {n: "dataset" for n in PRESETS}
+    shape = {"name": "x", "tasks_per_round": 1, "entries": (PresetEntry(dataset="bf", weight=1),)}
+    assert Preset(**shape).scoring == "dataset"
+    assert Preset(**shape, scoring="strict").scoring == "strict"
+    with pytest.raises(ValidationError, match="scoring"):
+        Preset(**shape, scoring="lenient")
+
+
 def test_presets_are_frozen() -> None:
     with pytest.raises(ValidationError):
         PRESETS["paper"].tasks_per_round = 3  # type: ignore[misc]

@@ -14,10 +14,10 @@ from node.tasks import (
     demonstrations,
     derive_tasks,
     extract_answer,
+    generator,
     get_preset,
     score_completion,
 )
-from node.tasks import generator
 from node.tasks.prompts import DEMO_POOL_SIZE, DEMOS_PER_PROMPT, demo_seed_base
 
 PEER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
@@ -75,7 +75,8 @@ def test_demonstrations_come_from_the_items_generator_and_score_one(preset_name:
                 config=item.config,
                 metadata=raw["metadata"],
             )
-            assert score_completion(demo_item, f"<answer>{answer}</answer>") == 1.0
+            text = f"<answer>{answer}</answer>"
+            assert score_completion(demo_item, text, finish_reason="stop") == 1.0
 
 
 def test_demonstration_seeds_never_meet_task_seeds() -> None:

@@ -15,10 +15,10 @@ from node.tasks import (
     PresetEntry,
     UnsafeScorer,
     derive_tasks,
+    generator,
     get_preset,
     score_completion,
 )
-from node.tasks import generator
 from node.tasks.safe_scorers import REVIEWED_SCORERS, SAFE_SCORERS, score_binary_matrix
 
 PEER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -50,7 +50,7 @@ def test_code_in_an_answer_is_not_run() -> None:
     item = binary_matrix_items()[0]
     payload = "__import__('builtins').__setattr__('SWARM_PWNED', 1) or [[0]]"
     for answer in (payload, f"[{payload}]", "[[__import__('os').getpid()]]"):
-        assert score_completion(item, f"<answer>{answer}</answer>") == 0.0
+        assert score_completion(item, f"<answer>{answer}</answer>", finish_reason="stop") == 0.0
     assert not hasattr(builtins, "SWARM_PWNED")
 
 
@@ -76,5 +76,5 @@ def test_binary_matrix_replacement_agrees_with_the_original_on_literals() -> Non
             assert score_binary_matrix(answer, item.entry()) == original.score_answer(
                 answer, item.entry()
             ), answer
-        assert score_completion(item, f"<answer>{rows}</answer>") == 0.1
+        assert score_completion(item, f"<answer>{rows}</answer>", finish_reason="stop") == 0.1
         assert score_binary_matrix(None, item.entry()) == 0.0

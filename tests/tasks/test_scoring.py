@@ -15,11 +15,12 @@ from node.tasks import (
     TaskItem,
     derive_tasks,
     extract_answer,
+    generator,
     get_preset,
     score_answer,
     score_completion,
+    scoring,
 )
-from node.tasks import generator, scoring
 from node.tasks.scoring import MAX_SCAN_CHARS, answer_char_limit
 
 PEER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -121,13 +122,16 @@ def test_extract_answer_finds_a_tagged_body(prefix: str, body: str, suffix: str)
 def test_reference_answers_score_one(preset_name: str) -> None:
     for item in SAMPLE[preset_name]:
         direct = generator.score(item.dataset, item.config, reference(item), item.entry())
-        assert score_completion(item, tagged(reference(item))) == pytest.approx(direct)
+        value = score_completion(item, tagged(reference(item)), finish_reason="stop")
+        assert value == pytest.approx(direct)
         if item.answer is not None:
-            assert score_completion(item, tagged(item.answer)) == 1.0, item
+            assert score_completion(item, tagged(item.answer), finish_reason="stop") == 1.0, item
     # propositional_logic has no reference answer; its example conclusion is valid almost always
     logic = [t for t in SAMPLE[preset_name] if t.answer is None]
     if logic:
-        ones = sum(score_completion(t, tagged(reference(t))) == 1.0 for t in logic)
+        ones = sum(
+            score_completion(t, tagged(reference(t)), finish_reason="stop") == 1.0 for t in logic
+        )
         assert ones >= 0.9 * len(logic)
 
 
@@ -144,18 +148,19 @@ LENIENT = {
 @pytest.mark.parametrize("preset_name", sorted(PRESETS))
 def test_wrong_or_untagged_answers_score_zero(preset_name: str) -> None:
     for item in SAMPLE[preset_name]:
-        assert score_completion(item, reference(item)) == 0.0  # no tags
-        assert score_completion(item, f"<answer>{reference(item)}") == 0.0  # unclosed
-        assert score_completion(item, "") == 0.0
+        assert score_completion(item, reference(item), finish_reason="stop") == 0.0  # no tags
+        unclosed = f"<answer>{reference(item)}"
+        assert score_completion(item, unclosed, finish_reason="stop") == 0.0
+        assert score_completion(item, "", finish_reason="stop") == 0.0
         for wrong in ("", "banana", "no idea, sorry"):
-            value = score_completion(item, f"<answer>{wrong}</answer>")
+            value = score_completion(item, f"<answer>{wrong}</answer>", finish_reason="stop")
             assert value <= LENIENT.get(item.dataset, 0.0), (item.dataset, wrong, value)
 
 
 def test_off_by_one_sums_score_zero() -> None:
     for item in SAMPLE["smol-easy"]:
-        assert score_completion(item, tagged(str(int(item.answer) + 1))) == 0.0
-        assert score_completion(item, tagged(str(int(item.answer) - 1))) == 0.0
+        for wrong in (int(item.answer) + 1, int(item.answer) - 1):
+            assert score_completion(item, tagged(str(wrong)), finish_reason="stop") == 0.0
 
 
 def test_reference_answers_are_far_below_the_length_limits() -> None:
@@ -167,11 +172,11 @@ def test_overlong_answers_score_zero_without_running_the_scorer() -> None:
     logic = next(t for t in ONE_PER_DATASET if t.dataset == "propositional_logic")
     start = time.perf_counter()
     # ~15 s if handed to propositional_logic's parser
-    assert score_completion(logic, f"<answer>{'¬' * 8000}P</answer>") == 0.0
+    assert score_completion(logic, f"<answer>{'¬' * 8000}P</answer>", finish_reason="stop") == 0.0
     assert time.perf_counter() - start < 0.5
     arithmetic = SAMPLE["smol-easy"][0]
     padded = " " * 10 + arithmetic.answer + " " * 10  # stripped: still scores
-    assert score_completion(arithmetic, f"<answer>{padded}</answer>") == 1.0
+    assert score_completion(arithmetic, f"<answer>{padded}</answer>", finish_reason="stop") == 1.0
     long = arithmetic.answer + "0" * answer_char_limit(arithmetic.dataset)
     assert score_answer(arithmetic, long) == 0.0
 
@@ -185,7 +190,7 @@ def test_a_scorer_that_raises_gives_zero_and_logs(
     monkeypatch.setattr(generator, "score", explode)
     item = SAMPLE["smol-easy"][0]
     with caplog.at_level(logging.DEBUG, logger=scoring.__name__):
-        assert score_completion(item, tagged(item.answer)) == 0.0
+        assert score_completion(item, tagged(item.answer), finish_reason="stop") == 0.0
     assert "RecursionError" in caplog.text
 
 
@@ -197,7 +202,7 @@ def test_scorer_values_are_clamped_floats(
     monkeypatch: pytest.MonkeyPatch, value: object, expected: float
 ) -> None:
     monkeypatch.setattr(generator, "score", lambda *args: value)
-    result = score_completion(SAMPLE["smol-easy"][0], "<answer>1</answer>")
+    result = score_completion(SAMPLE["smol-easy"][0], "<answer>1</answer>", finish_reason="stop")
     assert type(result) is float and result == expected
 
 
@@ -254,7 +259,7 @@ garbage = st.one_of(
 @given(text=garbage)
 def test_scoring_never_raises_on_garbage(text: str) -> None:
     for item in ONE_PER_DATASET:
-        value = score_completion(item, text)
+        value = score_completion(item, text, finish_reason="stop")
         assert type(value) is float and 0.0 <= value <= 1.0
 
 
