@@ -2,9 +2,9 @@
 
 ``node.chain.events.EventReader`` turns logs into typed events and raises on a log whose values its
 event's model refuses, or whose bytes do not decode: a ``ParametersScheduled`` with rules outside
-the contract's bounds (quorumBps 65535), a ``PeerRegistered`` whose name is not UTF-8 (the contract
-takes any 1-32 bytes). One such log would fail every read of its range, and the indexer would stop
-there for good. ``LogReader`` sets such logs aside as :class:`RefusedLog` (kept as they are in
+the contract's bounds (quorumBps 65535); a name that is not UTF-8 decodes, with U+FFFD for its bad
+bytes (``node.chain.events``). One such log would fail every read of its range, and the indexer
+would stop there for good. ``LogReader`` sets such logs aside as :class:`RefusedLog` (kept as they are in
 ``unapplied_events``) and reads the rest.
 """
 

@@ -31,8 +31,7 @@ never stops on a chain's data):
 - rounds are ``uint64``; the tables hold int64. An event whose round (a key) is above 2^63 - 1 is
   kept as it is in ``unapplied_events`` and applied to nothing; a round that is no key (when stake
   counts, when an exit may withdraw, when rules apply) is capped at 2^63 - 1 ("never");
-- a log the event decoder refuses (rules outside the contract's bounds, a name that is not UTF-8)
-  is kept as raw topics and data in ``unapplied_events`` too (a refused ``ParametersScheduled``
+- a log the event decoder refuses (rules outside the contract's bounds) is kept as raw topics and data in ``unapplied_events`` too (a refused ``ParametersScheduled``
   still tells that its rounds' rules are unknown, ``round_rules``);
 - ``DisputeSettled.outcome`` is kept as emitted (any ``uint8``); a value that is no settled
   ``VerdictState`` (2 upheld, 3 rejected, 4 inconclusive) leaves its batch unsettled;

@@ -313,7 +313,8 @@ class _EventSpec:
 
     def decode(self, log: Any) -> ChainEvent:
         topics = iter(log["topics"][1:])
-        data_types = [t for _, t, is_indexed in self.inputs if not is_indexed]
+        # a string is decoded as its bytes (the same encoding), then as lenient UTF-8 (below)
+        data_types = [_as_bytes(t) for _, t, is_indexed in self.inputs if not is_indexed]
         data_values = iter(abi_decode(data_types, bytes(log["data"])))
         fields = {}
         for name, abi_type, is_indexed in self.inputs:
@@ -330,7 +331,15 @@ class _EventSpec:
         )
 
 
+def _as_bytes(abi_type: str) -> str:
+    return "bytes" if abi_type == "string" else abi_type
+
+
 def _python_value(event: str, name: str, abi_type: str, value: Any) -> Any:
+    if abi_type == "string" and isinstance(value, bytes):
+        # The contract takes any bytes as a name: invalid UTF-8 shows as U+FFFD instead of
+        # making the event undecodable (and its peer unknown to every reader).
+        return value.decode("utf-8", errors="replace")
     if abi_type == "address":
         address = to_checksum_address(value)
         if event == "RolloutsPublished" and name == "relayer" and int(address, 16) == 0:

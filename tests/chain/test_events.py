@@ -154,6 +154,29 @@ def test_every_event_of_the_interface_decodes(abi) -> None:
         assert value == expected, (abi["name"], item["name"])
 
 
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [(b"\xff\xfe", "\ufffd\ufffd"), ("zoë".encode(), "zoë"), (b"a\xc3", "a\ufffd")],
+)
+def test_a_registered_name_of_any_bytes_decodes(raw: bytes, name: str) -> None:
+    """The contract takes any 1-32 bytes as a name: bytes that are not UTF-8 read as U+FFFD,
+    and the registration still decodes (its peer stays known to every reader)."""
+    peer = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+    log = {
+        "topics": [
+            keccak(text="PeerRegistered(address,string,uint256)"),
+            encode(["address"], [peer]),
+        ],
+        "data": encode(["bytes", "uint256"], [raw, 10**18]),
+        "blockNumber": 1,
+        "blockHash": b"\x33" * 32,
+        "transactionHash": b"\x44" * 32,
+        "logIndex": 0,
+    }
+    event = decode_log(log)
+    assert (event.peer, event.name, event.stake) == (peer, name, 10**18)
+
+
 def test_reads_every_event_typed_and_located(chain, history) -> None:
     first, round_, (a, b, c) = history
     latest = chain.w3.eth.block_number
