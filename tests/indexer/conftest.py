@@ -13,6 +13,8 @@ from coordinator_indexer.ingest import Indexer, IngestSettings
 from coordinator_indexer.store import Store
 from node.chain.deployment import Deployment
 from tests.chain_fixtures import TEST_RETRY
+from tests.indexer.scenario import play
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -59,3 +61,15 @@ def make_indexer(
     return make
 
 
+@pytest.fixture
+def served(chain, client_for, dev_accounts, deployment, tmp_path) -> Iterator[tuple]:
+    """The scenario played (tests/indexer/scenario.py), and a running service that indexed all
+    of it."""
+    from tests.indexer.test_api import caught_up, start_service
+
+    swarm = play(chain, client_for, dev_accounts[1:])
+    service = start_service(chain, deployment, tmp_path)
+    head = chain.w3.eth.block_number
+    wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
+    yield service, swarm
+    service.stop()

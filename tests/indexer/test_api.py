@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
 
 import pytest
 import requests
@@ -53,17 +52,6 @@ def start_service(
 def caught_up(service: IndexerService, block: int) -> bool:
     health = requests.get(service.url + "health", timeout=5).json()
     return health["indexed_block"] == block and health["status"] == "ok"
-
-
-@pytest.fixture
-def served(chain, client_for, dev_accounts, deployment, tmp_path) -> Iterator[tuple]:
-    """The scenario played, and a running service that indexed all of it."""
-    swarm = play(chain, client_for, dev_accounts[1:])
-    service = start_service(chain, deployment, tmp_path)
-    head = chain.w3.eth.block_number
-    wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
-    yield service, swarm
-    service.stop()
 
 
 def get(service: IndexerService, path: str, **params: object) -> requests.Response:

@@ -3,13 +3,9 @@ with protocol v1's names still answered beside them, deprecated, for one release
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.indexer.scenario import play
-from tests.indexer.test_api import caught_up, get, start_service
-from tests.waiting import wait_for
+from tests.indexer.test_api import get
 
 pytestmark = pytest.mark.integration
 
@@ -26,17 +22,6 @@ DEPRECATED = {
     },
     "Stats": {"attested_batches": "batches_with_verdicts", "attestations": "verdicts_counted"},
 }
-
-
-@pytest.fixture
-def served(chain, client_for, dev_accounts, deployment, tmp_path) -> Iterator[tuple]:
-    """The scenario played to the end (tests/indexer/scenario.py), and a service that indexed it."""
-    swarm = play(chain, client_for, dev_accounts[1:])
-    service = start_service(chain, deployment, tmp_path)
-    head = chain.w3.eth.block_number
-    wait_for(lambda: caught_up(service, head), what="the indexer to reach the head")
-    yield service, swarm
-    service.stop()
 
 
 def test_the_api_index_lists_every_endpoint_and_each_answers(served) -> None:
