@@ -81,12 +81,10 @@ class SwarmGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            with _user_errors():
+                return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit):
             raise
-        except USER_ERRORS as exc:
-            save_traceback(exc)
-            raise click.ClickException(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - one line for the user, the traceback in a file
             raise click.ClickException(unexpected_error_line(exc, save_traceback(exc))) from None
 
@@ -299,8 +297,9 @@ def run(ctx: click.Context, rounds: int | None, verbose: int) -> None:
 
     \b
     Prints one line per round: the mean reward per completion of its own groups, external
-    groups used, rejected peer batches by reason, step time; and a line for rounds skipped. Ctrl-C stops after the current step with the state and adapter saved;
-    a restarted node resumes where it stopped and never publishes a round twice.
+    groups used, rejected peer batches by reason, step time; and a line for rounds skipped.
+    Ctrl-C stops after the current step with the state and adapter saved; a restarted node
+    resumes where it stopped and never publishes a round twice.
     """
     from node.round.exchange import ChainExchange
     from node.round.loop import LoopSettings, StopSignal, run_node

@@ -27,7 +27,7 @@ from node.chain.abi import load_abi
 from node.chain.committee import sort_items
 from node.chain.deployment import Deployment
 from node.chain.eip712 import Domain, sign_publish
-from node.chain.errors import ChainError, DeploymentFileError, MissingAccount
+from node.chain.errors import DeploymentFileError, MissingAccount
 from node.chain.models import (
     ZERO_ADDRESS,
     PeerInfo,
@@ -39,7 +39,14 @@ from node.chain.models import (
     VerdictItem,
 )
 from node.chain.rounds import RoundClock
-from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, connect, endpoint_of
+from node.chain.rpc import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    call_with_retry,
+    connect,
+    endpoint_of,
+    pending_block_time,
+)
 from node.chain.transactions import TransactionSender
 
 #: How long a Publish signature stays valid by default (seconds after the chain's time).
@@ -144,16 +151,8 @@ class CoordinatorClient:
         only on transactions, whose latest block may be hours old), never before the latest
         block's."""
         latest = self.chain_time()
-        try:
-            pending = self._rpc(
-                lambda: self.w3.eth.get_block("pending"), "reading the pending block"
-            )
-        except ChainError as exc:
-            if exc.retryable:
-                raise
-            return latest  # an RPC without a pending block: the latest is the best it tells
-        stamp = pending.get("timestamp") if pending else None
-        return max(latest, int(stamp)) if isinstance(stamp, int) else latest
+        pending = pending_block_time(self.w3, policy=self.retry)
+        return latest if pending is None else max(latest, pending)
 
     def round_now(self) -> int:
         """The round a transaction sent now lands in (``currentRound`` of the next block)."""

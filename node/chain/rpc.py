@@ -107,6 +107,25 @@ def check_rpc_url(rpc_url: str) -> str:
     return rpc_url
 
 
+def pending_block_time(w3: Web3, *, policy: RetryPolicy) -> int | None:
+    """The pending block's timestamp: what a transaction sent now sees, also on a chain that
+    mines only on transactions (whose latest block may be rounds old). None when the RPC serves
+    no pending block; a transient failure raises as any read does."""
+    try:
+        block = call_with_retry(
+            lambda: w3.eth.get_block("pending"),
+            what="reading the pending block",
+            endpoint=endpoint_of(w3),
+            policy=policy,
+        )
+    except ChainError as exc:
+        if exc.retryable:
+            raise
+        return None
+    stamp = block.get("timestamp") if block else None
+    return int(stamp) if isinstance(stamp, int) else None
+
+
 def endpoint_of(w3: Web3) -> str:
     """The URL a Web3 talks to, for messages (``"the RPC"`` when unknown)."""
     return str(getattr(w3.provider, "endpoint_uri", None) or "the RPC")

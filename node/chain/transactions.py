@@ -33,7 +33,13 @@ from web3.types import TxParams
 
 from node.chain.errors import ChainError, ContractRevert, NonceConflict, ReceiptTimeout
 from node.chain.models import TxReceipt
-from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
+from node.chain.rpc import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    call_with_retry,
+    endpoint_of,
+    pending_block_time,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +110,15 @@ class TransactionSender:
     def chain_now(self) -> int | None:
         """The pending block's timestamp (what a transaction sent now sees), else the latest
         block's; None when the RPC does not answer."""
-        for block in ("pending", "latest"):
-            try:
-                found = self._rpc(lambda b=block: self.w3.eth.get_block(b), "reading the time")
-            except ChainError:
-                continue
-            if found and isinstance(found.get("timestamp"), int):
-                return int(found["timestamp"])
-        return None
+        try:
+            pending = pending_block_time(self.w3, policy=self.retry)
+            if pending is not None:
+                return pending
+            return int(
+                self._rpc(lambda: self.w3.eth.get_block("latest")["timestamp"], "reading the time")
+            )
+        except ChainError:
+            return None
 
     # ------------------------------------------------------------------------------ steps
 

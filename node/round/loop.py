@@ -23,7 +23,7 @@ from types import FrameType
 
 from node.chain.client import CoordinatorClient
 from node.chain.errors import RetryableChainError
-from node.chain.rpc import RetryPolicy
+from node.chain.rpc import RetryPolicy, pending_block_time
 from node.interrupt import Interrupted, interruptible
 from node.round.exchange import ChainExchange
 from node.round.node import SwarmNode
@@ -92,11 +92,9 @@ class ChainTime:
         number, timestamp = client.latest_block()
         if self._seen is None or self._seen[0] != number:
             self._seen = (number, timestamp, self.clock())
-        return max(timestamp + (self.clock() - self._seen[2]), client.next_block_time())
-
-    def round(self) -> int:
-        """The round a transaction sent now lands in."""
-        return chain_client(self.node).clock.round_at(int(self.now()))
+        estimate = timestamp + (self.clock() - self._seen[2])
+        pending = pending_block_time(client.w3, policy=client.retry)
+        return estimate if pending is None else max(estimate, pending)
 
 
 def chain_client(node: SwarmNode) -> CoordinatorClient:
@@ -171,14 +169,16 @@ def _wait_for_round(
 ) -> int | None:
     """The round to work on now: the current one by the chain's clock, once it is one this node
     has not done. Rounds passed over are said."""
+    clock = chain_client(node).clock
     while not stop.requested:
-        current = chain_time.round()
+        now = chain_time.now()
+        current = clock.round_at(int(now))  # the round a transaction sent now lands in
         last = node.state.last_round if node.state else None
         if last is None or current > last:
             if last is not None and current > last + 1:
                 on_notice(skipped_rounds_line(last, current))
             return current
-        wait = chain_client(node).clock.end_of(current) - chain_time.now()
+        wait = clock.end_of(current) - now
         stop.sleep(min(settings.poll_interval, max(wait, 0.2)))
     return None
 
