@@ -2,8 +2,8 @@
 
 The producer's half of the data plane (the receiver's half is ``node.sampling``): given the round's
 derived tasks and the texts the policy generated for each (with why each ended, where known), it
-scores every completion under the preset's rule, fills a ``BatchBody``, signs it and returns the stored bytes with the values
-``publishRollouts`` commits on-chain.
+scores every completion under the preset's rule, fills a ``BatchBody``, signs it and returns the
+stored bytes with the values ``publishRollouts`` commits on-chain.
 """
 
 from __future__ import annotations
