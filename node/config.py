@@ -28,6 +28,13 @@ from node.urls import rpc_url_problem
 TrainingPrecision = Literal["auto", "float32", "bfloat16"]
 """Matrix products of the GRPO update (node.policy.precision)."""
 
+LoraTargets = Literal["attention", "attention+mlp"]
+"""The layers a LoRA adapter trains (``node.policy.adapters.LORA_TARGETS`` names the modules)."""
+
+PeerImportance = Literal["none", "truncate", "mask"]
+PeerAdvantage = Literal["all", "positive"]
+"""The peer-weighting rules of the GRPO update (``node.policy.peer_weights``)."""
+
 
 class ConfigError(ValueError):
     """The configuration file is missing, not TOML, or invalid; the message lists each problem."""
@@ -92,7 +99,8 @@ class StorageSettings(_Section):
 class TaskSettings(_Section):
     preset: str = Field(
         DEFAULT_PRESET_NAME,
-        description="Task preset (smol-easy for the shipped model, paper for strong ones).",
+        description="Task preset: smol-strict for the shipped model, paper-strict for strong "
+        "ones (smol-easy and paper: the same tasks with partial credit).",
     )
     tasks_per_round: int | None = Field(
         None,
@@ -187,7 +195,42 @@ class TrainingSettings(_Section):
     learning_rate: float = Field(1e-4, gt=0, description="AdamW learning rate of the LoRA adapter.")
     lora_rank: int = Field(16, ge=1, le=256, description="LoRA rank (r).")
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
+    lora_targets: LoraTargets = Field(
+        "attention",
+        description="Layers the LoRA adapter trains: 'attention' (q, k, v, o projections) or "
+        "'attention+mlp' (also the MLP's gate, up and down projections).",
+    )
     beta: float = Field(0.0, ge=0, description="KL penalty weight against the base; 0 = none.")
+    peer_weight: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Peers' groups' advantages are multiplied by it (own groups': 1).",
+    )
+    peers_only_steps: bool = Field(
+        True,
+        description="Step when every group with a learning signal is a peer's "
+        "(false: no update then).",
+    )
+    peer_logprob_gap: float | None = Field(
+        None,
+        gt=0,
+        description="Drop a peer's group whose mean per-token log-prob under the policy is more "
+        "than this many nats below the own completions'; empty = keep all.",
+    )
+    peer_importance: PeerImportance = Field(
+        "none",
+        description="Peers' token weights w = exp(policy log-prob - sender's; 1 where the "
+        "sender's is unknown): 'none' (1), 'truncate' (at most peer_importance_cap) or 'mask' "
+        "(0 outside [1/cap, cap]).",
+    )
+    peer_importance_cap: float = Field(
+        2.0, gt=1, description="The cap of peer_importance ('truncate' and 'mask')."
+    )
+    peer_advantage: PeerAdvantage = Field(
+        "all",
+        description="Peers' completions trained on: 'all', or 'positive' (advantage > 0 only).",
+    )
     micro_batch_size: int = Field(
         16,
         ge=1,

@@ -8,8 +8,9 @@ from pathlib import Path
 SHIPPED_MODEL = "smollm2-135m"
 
 #: The task preset a node uses unless told otherwise (``node.tasks.presets``): easy enough for
-#: the shipped model to score between ~5 % and ~50 %, so GRPO has a signal.
-DEFAULT_PRESET_NAME = "smol-easy"
+#: the shipped model to score between ~5 % and ~50 %, so GRPO has a signal, and scored strictly,
+#: so no malformed completion earns anything.
+DEFAULT_PRESET_NAME = "smol-strict"
 
 #: The cache root's name under ``$XDG_CACHE_HOME`` (or ``~/.cache``).
 CACHE_DIR_NAME = "swarm-testnet"

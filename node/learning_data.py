@@ -6,10 +6,12 @@ neither side, so the protocol code can name these types without loading a model 
 
 A completion reaches the GRPO step in one of two forms:
 
-- a :class:`GeneratedCompletion`: this node's own sample, as the token ids it sampled and why it
-  ended; trained on exactly those ids (no decode and re-tokenise);
-- a ``str``: a peer's text (maybe from another model with another tokenizer), or this node's own
-  text reloaded from the store after a restart; tokenised once by the node's tokenizer.
+- a :class:`GeneratedCompletion`: token ids as they were sampled, why the sampler stopped and,
+  where known, the sampler's log-prob of each id; this node's own sample, or a peer's whose batch
+  carries ids of this node's tokenizer (``node.policy.peer_ids``). Trained on exactly those ids
+  (no decode and re-tokenise);
+- a :class:`TextCompletion`: a text and why it ended (a peer's with another tokenizer, or without
+  ids); tokenised once by the node's tokenizer.
 
 ``node.policy.grpo`` says exactly which token ids each form becomes.
 """
@@ -32,19 +34,39 @@ FinishReason = Literal["stop", "length"]
 class GeneratedCompletion:
     """One sampled answer. ``token_ids`` are the sampled ids, ending with the stop token when
     ``finish_reason`` is ``"stop"`` (so training teaches the model to stop); ``text`` is the
-    decoded answer without that stop token (what is published and scored)."""
+    decoded answer without that stop token (what is published and scored). ``logprobs`` are the
+    sampler's log-probs of those ids (after temperature, before top-p), where known."""
 
     text: str
     token_ids: tuple[int, ...]
     finish_reason: FinishReason
+    logprobs: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.finish_reason not in ("stop", "length"):
-            raise ValueError(
-                f"finish_reason must be 'stop' or 'length', got {self.finish_reason!r}"
-            )
+        _check_finish_reason(self.finish_reason)
         if self.finish_reason == "stop" and not self.token_ids:
             raise ValueError("a completion that stopped has at least its stop token")
+        if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
+            raise ValueError(
+                f"{len(self.token_ids)} token ids but {len(self.logprobs)} log-probs"
+            )
+
+
+@dataclass(frozen=True)
+class TextCompletion:
+    """A completion known by its text and why it ended, not by token ids (tokenised by the
+    trainer: ``node.policy.grpo`` says how)."""
+
+    text: str
+    finish_reason: FinishReason
+
+    def __post_init__(self) -> None:
+        _check_finish_reason(self.finish_reason)
+
+
+def _check_finish_reason(reason: object) -> None:
+    if reason not in ("stop", "length"):
+        raise ValueError(f"finish_reason must be 'stop' or 'length', got {reason!r}")
 
 
 @dataclass(frozen=True)
@@ -66,8 +88,13 @@ class GeneratedGroup:
 Prompt = Sequence[Message] | Sequence[int]
 """Chat messages, or prompt token ids of this node's tokenizer."""
 
-TrainedCompletion = str | GeneratedCompletion
-"""A text (tokenised by the trainer) or this node's own sample (trained on as sampled)."""
+TrainedCompletion = GeneratedCompletion | TextCompletion
+"""Sampled ids (trained on as sampled) or a text (tokenised by the trainer)."""
+
+StepKind = Literal["own", "mixed", "peers", "none"]
+
+Origin = Literal["own", "peer"]
+"""Whose group it is: this node's own samples, or a peer's verified group."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +104,7 @@ class ScoredGroup:
     prompt: Prompt
     completions: Sequence[TrainedCompletion]
     rewards: Sequence[float]
+    origin: Origin = "own"
 
     def __post_init__(self) -> None:
         if len(self.completions) != len(self.rewards):
@@ -88,6 +116,8 @@ class ScoredGroup:
             raise ValueError("empty prompt: give chat messages or at least one prompt token id")
         if isinstance(self.prompt, (str, bytes)):
             raise ValueError("the prompt is a list of chat messages or token ids, not a string")
+        if self.origin not in ("own", "peer"):
+            raise ValueError(f"origin must be 'own' or 'peer', got {self.origin!r}")
 
     @classmethod
     def generated(cls, group: GeneratedGroup, rewards: Sequence[float]) -> ScoredGroup:
@@ -109,3 +139,14 @@ class StepMetrics:
     num_groups: int  # groups with a learning signal (others dropped)
     skipped: bool  # no optimizer step was made
     seconds: float
+    #: which groups the step trained on: "own", "mixed" (own and peers'), "peers" (peers' only)
+    #: or "none" (no step)
+    kind: StepKind = "none"
+    #: mean per-token log-prob of the own completions trained on minus that of the peers'
+    #: completions, under the policy before the step (nats; > 0: peers' are less likely); None
+    #: without both
+    peer_logprob_gap: float | None = None
+    #: Kish effective sample size of the peers' token weights as a fraction of their tokens
+    #: ((sum w)^2 / (n sum w^2)); 1.0 when every weight is equal, None without peers' tokens
+    peer_ess: float | None = None
+    peer_groups_dropped: int = 0  # peers' groups with signal that a weighting rule dropped

@@ -29,6 +29,7 @@ from eth_utils import keccak
 
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
+from node.learning_data import TextCompletion
 from node.rollouts import ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.verify import RoundContext, verify_batch
@@ -73,7 +74,9 @@ def main() -> None:
     tasks = derive_tasks(seed, PEER.address, get_preset(DEFAULT_PRESET_NAME))[:GROUPS]
     rng = random.Random(0)
     texts = [[completion_text(rng, t.answer, i % 2 == 0) for i in range(GROUP_SIZE)] for t in tasks]
-    model = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
+    model = ModelInfo(
+        name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None
+    )
     encoded = assemble_batch(
         account=PEER,
         domain=DOMAIN,
@@ -81,8 +84,7 @@ def main() -> None:
         preset=DEFAULT_PRESET_NAME,
         model=model,
         tasks=tasks,
-        texts=texts,
-        finish_reasons=None,
+        samples=[[TextCompletion(text, "stop") for text in group] for group in texts],
         compress=args.compress,
     )
     body, data = encoded.batch.body, encoded.data

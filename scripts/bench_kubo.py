@@ -30,6 +30,7 @@ from eth_utils import keccak
 
 from node.chain.eip712 import Domain
 from node.local.kubo import new_swarm_key, start_kubo
+from node.learning_data import TextCompletion
 from node.rollouts import ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.storage import ContentStore, LocalStore
@@ -59,10 +60,11 @@ def real_batches(count: int) -> list[bytes]:
         domain=DOMAIN,
         round=0,
         preset=DEFAULT_PRESET_NAME,
-        model=ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None),
+        model=ModelInfo(
+            name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None
+        ),
         tasks=tasks,
-        texts=texts,
-        finish_reasons=None,
+        samples=[[TextCompletion(text, "stop") for text in group] for group in texts],
     ).batch.body
     return [
         encode_batch(sign_batch(body.model_copy(update={"round": round}), PEER, DOMAIN))

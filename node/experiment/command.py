@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import get_args
 
 import click
 
+from node.config import LoraTargets, PeerAdvantage, PeerImportance
 from node.experiment.config import EXCHANGES, ExperimentConfig, Sharing
 
 
@@ -47,13 +49,56 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
 )
 @click.option("--inprocess", is_flag=True, help="Shorthand for --exchange inprocess.")
 @click.option("--model", help="smollm2-135m [default], tiny, or a model folder.")
-@click.option("--preset", help="Task preset (dataset mix) [smol-easy].")
+@click.option("--preset", help="Task preset (dataset mix and scoring rule) [smol-strict].")
 @click.option("--tasks", "tasks_per_round", type=click.IntRange(min=1), help="Tasks per round [4].")
 @click.option("--group-size", type=click.IntRange(min=2), help="Completions per task, G [4].")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), help="Longest completion [16].")
 @click.option("--temperature", type=float, help="Sampling temperature [1.0].")
 @click.option("--lr", type=float, help="AdamW learning rate of the LoRA adapters [5e-4].")
 @click.option("--lora-rank", type=click.IntRange(min=1), help="LoRA rank [16].")
+@click.option(
+    "--lora-targets",
+    type=click.Choice(get_args(LoraTargets)),
+    help="Layers LoRA trains: attention (q, k, v, o projections) or attention+mlp (also gate, "
+    "up, down) [attention].",
+)
+@click.option(
+    "--beta",
+    type=click.FloatRange(min=0),
+    help="KL penalty weight against the base model [0: none].",
+)
+@click.option(
+    "--peer-weight",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="Peers' groups' advantages are multiplied by it (own groups': 1) [1.0].",
+)
+@click.option(
+    "--peers-only-steps/--no-peers-only-steps",
+    default=None,
+    help="Step when every group with a learning signal is a peer's [on].",
+)
+@click.option(
+    "--peer-logprob-gap",
+    type=click.FloatRange(0, min_open=True),
+    help="Drop a peer's group whose mean per-token log-prob under the policy is more than this "
+    "many nats below the own completions' [none: keep all].",
+)
+@click.option(
+    "--peer-importance",
+    type=click.Choice(get_args(PeerImportance)),
+    help="Peers' token weights w = exp(policy log-prob - sender's; 1 where unknown): none, "
+    "truncate (at most the cap) or mask (0 outside [1/cap, cap]) [none].",
+)
+@click.option(
+    "--peer-importance-cap",
+    type=click.FloatRange(1, min_open=True),
+    help="The cap of --peer-importance [2.0].",
+)
+@click.option(
+    "--peer-advantage",
+    type=click.Choice(get_args(PeerAdvantage)),
+    help="Peers' completions trained on: all, or positive (advantage > 0 only) [all].",
+)
 @click.option("--window", type=click.IntRange(min=1), help="Moving-average window, rounds [5].")
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads [2].")
 @click.option(
@@ -79,6 +124,11 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
 )
 @click.option("--eval-tasks", type=click.IntRange(min=1), help="Tasks in the held-out set [200].")
 @click.option(
+    "--sample-texts",
+    type=click.IntRange(min=0),
+    help="Own completions per node and round written to samples.csv [2].",
+)
+@click.option(
     "--same-tasks-as",
     type=click.Path(exists=True, file_okay=False),
     help="In-process only: run on the genesis seeds and first rounds of this chain experiment's "
@@ -90,9 +140,10 @@ def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: 
     \b
     Every configuration runs the same nodes (keys derived from the seed), the same genesis seed
     and hence the same task streams, from the same initial adapters. Writes rounds.csv (a row
-    per node per round, as it goes), summary.md/.json and two PNG plots into --out; a progress
-    line per round. Killed? Run the same command again: finished rounds are kept (in-process:
-    from the last round's checkpoint; chain: an unfinished configuration is redone).
+    per node per round, as it goes), samples.csv (a few completions per node per round),
+    summary.md/.json and two PNG plots into --out; a progress line per round. Killed? Run the
+    same command again: finished rounds are kept (in-process: from the last round's checkpoint;
+    chain: an unfinished configuration is redone).
     """
     base = ExperimentConfig.from_toml(config_file) if config_file else ExperimentConfig()
     if inprocess:

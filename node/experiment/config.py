@@ -7,9 +7,15 @@ import re
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from node.config import NodeConfig, with_overrides
+from node.config import (
+    LoraTargets,
+    NodeConfig,
+    PeerAdvantage,
+    PeerImportance,
+    with_overrides,
+)
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
 EXCHANGES = ("chain", "inprocess")
@@ -59,6 +65,14 @@ class ExperimentConfig:
     temperature: float = 1.0
     lr: float = 5e-4
     lora_rank: int = 16
+    beta: float = 0.0
+    lora_targets: str = "attention"
+    peer_weight: float = 1.0
+    peers_only_steps: bool = True
+    peer_logprob_gap: float | None = None
+    peer_importance: str = "none"
+    peer_importance_cap: float = 2.0
+    peer_advantage: str = "all"
     strategy: str = "uniform"
     window: int = 5
     threads: int = 2
@@ -70,6 +84,8 @@ class ExperimentConfig:
     same_tasks_as: str = ""
     """In-process only: a chain experiment's folder whose genesis seeds and first rounds the
     units reuse, so both exchanges see the same task streams (the exchange check)."""
+    sample_texts: int = 2
+    """Own completions per node and round written to ``samples.csv`` (0: none)."""
 
     def __post_init__(self) -> None:
         if self.exchange not in EXCHANGES:
@@ -88,6 +104,23 @@ class ExperimentConfig:
             raise ValueError("eval_every must be >= 0 (0 = never) and eval_tasks >= 1")
         if self.group_size < 2 or self.tasks_per_round < 1:
             raise ValueError("group size must be at least 2 and tasks per round at least 1")
+        if not self.lr > 0:
+            raise ValueError(f"lr = {self.lr}: the learning rate must be > 0")
+        if not self.beta >= 0:
+            raise ValueError(f"beta = {self.beta}: the KL weight must be >= 0 (0 = no KL)")
+        _one_of("lora_targets", self.lora_targets, get_args(LoraTargets))
+        if not 0 < self.peer_weight <= 1:
+            raise ValueError(f"peer_weight = {self.peer_weight}: must be in (0, 1]")
+        if self.peer_logprob_gap is not None and not self.peer_logprob_gap > 0:
+            raise ValueError(
+                f"peer_logprob_gap = {self.peer_logprob_gap}: must be > 0 (leave it out for none)"
+            )
+        _one_of("peer_importance", self.peer_importance, get_args(PeerImportance))
+        if not self.peer_importance_cap > 1:
+            raise ValueError(f"peer_importance_cap = {self.peer_importance_cap}: must be > 1")
+        _one_of("peer_advantage", self.peer_advantage, get_args(PeerAdvantage))
+        if self.sample_texts < 0:
+            raise ValueError(f"sample_texts = {self.sample_texts}: must be >= 0 (0 = none)")
 
     @property
     def baseline(self) -> Sharing:
@@ -124,6 +157,14 @@ class ExperimentConfig:
                     "learning_rate": self.lr,
                     "lora_rank": self.lora_rank,
                     "lora_alpha": 2 * self.lora_rank,
+                    "lora_targets": self.lora_targets,
+                    "beta": self.beta,
+                    "peer_weight": self.peer_weight,
+                    "peers_only_steps": self.peers_only_steps,
+                    "peer_logprob_gap": self.peer_logprob_gap,
+                    "peer_importance": self.peer_importance,
+                    "peer_importance_cap": self.peer_importance_cap,
+                    "peer_advantage": self.peer_advantage,
                     "seed": unit.seed * 1000 + index,
                     "precision": self.precision,
                     "share_prompts": self.share_prompts,
@@ -168,6 +209,11 @@ def save_config(config: ExperimentConfig, path: Path) -> None:
 
 def load_config(path: Path) -> ExperimentConfig:
     return ExperimentConfig.from_mapping(json.loads(path.read_text()))
+
+
+def _one_of(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} {value!r}: one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True)

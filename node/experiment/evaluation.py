@@ -3,7 +3,9 @@
 Training reward is a noisy yardstick: every round brings new questions, sampled at temperature
 1. Every ``eval_every`` rounds the experiment also answers one fixed set of the preset's tasks
 greedily (temperature 0, one completion each) with every node's current adapter, and records
-accuracy (mean score) and format rate (share of answers with an ``<answer>`` tag).
+accuracy (mean score) and format rate (share of answers in the strict answer format,
+``node.tasks.scoring.strict_answer``: stopped before the token limit, one ``<answer>...</answer>``
+and nothing after it); a node below 50 % has collapsed (``eval.csv``'s ``collapsed``).
 
 The set's item seeds come from their own domain,
 ``uint64(keccak256("swarm.heldout/1" ‖ preset name ‖ "\\n" ‖ uint32_be(k)))`` for k = 0, 1, ...,
@@ -30,7 +32,7 @@ from node.policy.generation import GenerationRequest, SamplingConfig, generate_t
 from node.policy.model import encode_prompts
 from node.tasks import TaskItem, build_messages, get_preset
 from node.tasks.derivation import task_from_seed
-from node.tasks.scoring import extract_answer, score_completion
+from node.tasks.scoring import score_completion, strict_answer
 
 HELDOUT_DOMAIN = b"swarm.heldout/1"
 
@@ -81,7 +83,7 @@ def evaluate(
     results = []
     for per_task in answers:
         firsts = [group[0] for group in per_task]
-        extracted = [extract_answer(a.text) for a in firsts]
+        formatted = [strict_answer(a.text, a.finish_reason) for a in firsts]
         scores = [
             score_completion(task, a.text, finish_reason=a.finish_reason)
             for task, a in zip(tasks, firsts, strict=True)
@@ -89,7 +91,7 @@ def evaluate(
         results.append(
             Evaluation(
                 accuracy=sum(scores) / len(tasks),
-                format_rate=sum(a is not None for a in extracted) / len(tasks),
+                format_rate=sum(a is not None for a in formatted) / len(tasks),
                 tasks=len(tasks),
                 seconds=seconds,
             )

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node.experiment.config import ExperimentConfig
-from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, t_interval
+from node.experiment.outputs import (
+    COLLAPSE_FORMAT_RATE,
+    EVAL_COLUMNS,
+    Collapse,
+    RoundsCsv,
+    t_interval,
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,34 @@ def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> 
                 )
             )
     return points
+
+
+def heldout_collapses(
+    config: ExperimentConfig, collapses: list[Collapse], rows: Iterable[dict[str, str]]
+) -> list[Collapse]:
+    """``collapses`` (one per configuration, from the rounds) with each configuration's nodes
+    whose held-out format rate is below the threshold at its last evaluation: each seed's
+    latest evaluation round, counted over the seeds (``heldout_round``: the latest of them)."""
+    latest: dict[tuple[str, int], int] = {}
+    evaluated: list[tuple[str, int, int, float]] = []
+    for row in rows:
+        if int(row["seed"]) not in config.seeds:
+            continue
+        label, seed, round_ = row["config"], int(row["seed"]), int(row["round"])
+        latest[(label, seed)] = max(latest.get((label, seed), -1), round_)
+        evaluated.append((label, seed, round_, float(row["format_rate"])))
+    by_label = {c.label: c for c in collapses}
+    for label in (c.label for c in config.configs):
+        last = [(s, r) for (c, s), r in latest.items() if c == label]
+        if not last:
+            continue
+        found = by_label.setdefault(label, Collapse(label, 0, 0, {}))
+        rates = [f for (c, s, r, f) in evaluated if c == label and (s, r) in last]
+        found.heldout_round = max(r for _, r in last)
+        found.heldout_nodes = len(rates)
+        found.heldout_collapsed = sum(f < COLLAPSE_FORMAT_RATE for f in rates)
+    order = {c.label: k for k, c in enumerate(config.configs)}
+    return sorted(by_label.values(), key=lambda c: order.get(c.label, len(order)))
 
 
 def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from node.experiment.config import ExperimentConfig
+from node.round.report import RoundReport
 
 COLUMNS = (
     "exchange",
@@ -47,6 +48,26 @@ COLUMNS = (
     "generate_s",
     "train_s",
     "busy_s",
+    # training stability (node.round.report.RoundReport)
+    "step_kind",
+    "grad_norm",
+    "kl",
+    "peer_logprob_gap",
+    "peer_ess",
+    "peer_groups_dropped",
+    "cut_rate",
+    "format_rate",
+)
+
+SAMPLE_COLUMNS = (
+    "exchange",
+    "config",
+    "seed",
+    "round",
+    "node",
+    "reward",
+    "finish_reason",
+    "text",
 )
 
 EVAL_COLUMNS = (
@@ -59,7 +80,51 @@ EVAL_COLUMNS = (
     "format_rate",
     "tasks",
     "seconds",
+    "collapsed",  # 1 when format_rate < COLLAPSE_FORMAT_RATE
 )
+
+#: A node whose answers are in the strict format less often than this has collapsed: at an
+#: evaluation (eval.csv), or in COLLAPSE_ROUNDS consecutive rounds of its own samples (rounds.csv).
+COLLAPSE_FORMAT_RATE = 0.5
+COLLAPSE_ROUNDS = 3
+
+def _number(value: float | None, digits: int = 6) -> str:
+    """A CSV cell: ``value`` to ``digits`` decimals, empty for None."""
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _significant(value: float | None) -> str:
+    """A CSV cell: ``value`` to 6 significant digits (a KL of 1e-7 stays visible), empty for
+    None."""
+    return "" if value is None else f"{value:.6g}"
+
+
+def stability_cells(report: RoundReport) -> dict[str, str]:
+    """The training-stability columns of a node's ``rounds.csv`` row (empty: not known)."""
+    return {
+        "step_kind": report.step_kind,
+        "grad_norm": _significant(report.grad_norm),
+        "kl": _significant(report.kl),
+        "peer_logprob_gap": _significant(report.peer_logprob_gap),
+        "peer_ess": _number(report.peer_ess, 4),
+        "peer_groups_dropped": str(report.peer_groups_dropped),
+        "cut_rate": _number(report.cut_rate, 4),
+        "format_rate": _number(report.format_rate, 4),
+    }
+
+
+def sample_cells(report: RoundReport, count: int) -> list[dict[str, str]]:
+    """The reward, finish reason and text of the node's first ``count`` own completions of the
+    round (the first group's first, in order), for ``samples.csv``."""
+    return [
+        {
+            "reward": f"{sample.reward:.6f}",
+            "finish_reason": sample.finish_reason or "",
+            "text": sample.text,
+        }
+        for sample in report.samples[:count]
+    ]
+
 
 # two-sided 95% Student t quantiles by degrees of freedom
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -76,7 +141,10 @@ def t_interval(values: Sequence[float]) -> tuple[float, float] | None:
 
 class RoundsCsv:
     """``rounds.csv``: one row per node per round, appended (and flushed) round by round (also
-    ``eval.csv``, with ``EVAL_COLUMNS``)."""
+    ``eval.csv``, with ``EVAL_COLUMNS``, and ``samples.csv``, with ``SAMPLE_COLUMNS``).
+
+    A file written by an older version lacks the columns added since: its rows read with those
+    columns empty, and the first write rewrites it with the current header."""
 
     def __init__(self, path: Path, columns: Sequence[str] = COLUMNS) -> None:
         self.path = path
@@ -86,9 +154,32 @@ class RoundsCsv:
         if not self.path.exists():
             return []
         with self.path.open(newline="") as f:
-            return list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+        missing = [c for c in self.columns if c not in (reader.fieldnames or ())]
+        for row in rows:
+            row.update(dict.fromkeys(missing, ""))
+        return rows
+
+    def _upgrade(self) -> None:
+        """Rewrites a file with an older header under the current one (new columns empty)."""
+        if not self.path.exists():
+            return
+        with self.path.open(newline="") as f:
+            header = next(csv.reader(f), None)
+        if header is None or tuple(header) == self.columns:
+            return
+        # a line cut short by a kill is left out (keep() would drop it)
+        rows = [r for r in self.rows() if None not in r.values()]
+        tmp = self.path.with_suffix(".tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        tmp.replace(self.path)
 
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._upgrade()
         new = not self.path.exists()
         with self.path.open("a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.columns)
@@ -123,7 +214,7 @@ class RoundsCsv:
         if len(kept) != len(rows):
             tmp = self.path.with_suffix(".tmp")
             with tmp.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self.columns)
+                writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
                 writer.writeheader()
                 writer.writerows(kept)
             tmp.replace(self.path)
@@ -244,6 +335,97 @@ def summarize(
     return results, rounds
 
 
+@dataclass
+class Collapse:
+    """One configuration's collapsed nodes (format rate below ``COLLAPSE_FORMAT_RATE``), over
+    every seed: at the last held-out evaluation, and in its own samples of ``COLLAPSE_ROUNDS``
+    consecutive rounds (the cheaper detector, also without evaluations)."""
+
+    label: str
+    nodes: int  # node runs looked at: nodes x seeds with rows
+    #: of them, with a round format rate below the threshold COLLAPSE_ROUNDS rounds in a row
+    rounds_collapsed: int
+    #: the first round (as in rounds.csv, from 0) of the earliest such run of rounds, per
+    #: "seed/node"; None for a node that did not collapse
+    first_rounds: dict[str, int | None]
+    heldout_round: int | None = None  # rounds trained before the last evaluation (None: none)
+    heldout_nodes: int = 0  # node runs evaluated then
+    heldout_collapsed: int = 0  # of them, with a held-out format rate below the threshold
+
+    @property
+    def first_round(self) -> int | None:
+        rounds = [r for r in self.first_rounds.values() if r is not None]
+        return min(rounds) if rounds else None
+
+
+def first_collapsed_round(
+    format_rates: Sequence[float | None],
+    *,
+    threshold: float = COLLAPSE_FORMAT_RATE,
+    run: int = COLLAPSE_ROUNDS,
+) -> int | None:
+    """The index of the first of ``run`` consecutive rates below ``threshold``; None if there
+    is no such run. An unknown rate (None) ends a run."""
+    streak = 0
+    for index, rate in enumerate(format_rates):
+        streak = streak + 1 if rate is not None and rate < threshold else 0
+        if streak == run:
+            return index - run + 1
+    return None
+
+
+def _rate(text: str | None) -> float | None:
+    return float(text) if text not in (None, "", "None") else None
+
+
+def round_collapses(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[Collapse]:
+    """Per configuration, the nodes whose round format rate (``rounds.csv``) stays below the
+    threshold for ``COLLAPSE_ROUNDS`` rounds in a row; rows without format rates (a run folder of
+    an older version) collapse nothing."""
+    rates: dict[str, dict[tuple[int, int], dict[int, float | None]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
+    for r in rows:
+        if int(r["seed"]) in config.seeds:
+            node = (int(r["seed"]), int(r["node"]))
+            rates[r["config"]][node][int(r["round"])] = _rate(r.get("format_rate"))
+    found = []
+    for label in (c.label for c in config.configs):
+        if label not in rates:
+            continue
+        firsts: dict[str, int | None] = {}
+        for (seed, node), by_round in sorted(rates[label].items()):
+            series = [by_round.get(k) for k in range(max(by_round) + 1)]
+            firsts[f"{seed}/{node}"] = first_collapsed_round(series)
+        collapsed = sum(r is not None for r in firsts.values())
+        found.append(Collapse(label, len(firsts), collapsed, firsts))
+    return found
+
+
+def collapse_markdown(collapses: Sequence[Collapse]) -> str:
+    if not collapses:
+        return ""
+    lines = [
+        "",
+        f"Collapsed nodes (strict answer format in fewer than {COLLAPSE_FORMAT_RATE:.0%} of "
+        "answers):",
+        "",
+    ]
+    for c in collapses:
+        heldout = (
+            f"collapsed nodes: {c.heldout_collapsed} of {c.heldout_nodes} at the last "
+            f"evaluation (after {c.heldout_round} rounds)"
+            if c.heldout_round is not None
+            else "no evaluation"
+        )
+        first = "" if c.first_round is None else f", the first from round {c.first_round}"
+        lines.append(
+            f"- {c.label}: {heldout}; {c.rounds_collapsed} of {c.nodes} below it in their own "
+            f"samples {COLLAPSE_ROUNDS} rounds in a row{first}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
@@ -267,6 +449,27 @@ def _interval(ci: tuple[float, float] | None, pct: bool = False) -> str:
     return f"[{_pct(ci[0])}, {_pct(ci[1])}]" if pct else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
+_PEER_SETTINGS = (
+    "peer_weight",
+    "peers_only_steps",
+    "peer_logprob_gap",
+    "peer_importance",
+    "peer_importance_cap",
+    "peer_advantage",
+)
+
+
+def _peer_settings(config: ExperimentConfig) -> str:
+    """The peer-weighting settings that differ from the defaults (else says there are none)."""
+    default = ExperimentConfig()
+    changed = [
+        f"{name} {getattr(config, name)}"
+        for name in _PEER_SETTINGS
+        if getattr(config, name) != getattr(default, name)
+    ]
+    return ", ".join(changed) if changed else "peer settings at their defaults"
+
+
 def summary_markdown(
     config: ExperimentConfig, results: list[ConfigResult], rounds: int, complete: bool
 ) -> str:
@@ -281,7 +484,8 @@ def summary_markdown(
         ),
         f"model {config.model}, preset {config.preset}, {config.nodes} nodes, "
         f"{config.tasks_per_round} tasks x G={config.group_size} per node-round, "
-        f"max {config.max_new_tokens} new tokens, lr {config.lr}, LoRA r{config.lora_rank}, "
+        f"max {config.max_new_tokens} new tokens, lr {config.lr}, LoRA r{config.lora_rank} "
+        f"({config.lora_targets}), KL beta {config.beta}, {_peer_settings(config)}, "
         f"seeds {', '.join(map(str, config.seeds))}",
         f"rounds compared: {rounds} of {config.rounds}"
         + ("" if complete else " (PARTIAL: the run has not finished every unit)"),
@@ -313,8 +517,14 @@ def summary_markdown(
 def write_summary(
     folder: Path, config: ExperimentConfig, rows: list[dict[str, str]], complete: bool
 ) -> list[ConfigResult]:
+    from node.experiment.heldout_report import heldout_collapses, write_heldout  # imports this
+
     results, rounds = summarize(config, rows)
-    (folder / "summary.md").write_text(summary_markdown(config, results, rounds, complete))
+    eval_rows = RoundsCsv(folder / "eval.csv", EVAL_COLUMNS).rows()
+    collapses = heldout_collapses(config, round_collapses(config, rows), eval_rows)
+    (folder / "summary.md").write_text(
+        summary_markdown(config, results, rounds, complete) + collapse_markdown(collapses)
+    )
     (folder / "summary.json").write_text(
         json.dumps(
             {
@@ -323,14 +533,15 @@ def write_summary(
                 "rounds": rounds,
                 "config": config.to_json(),
                 "results": [r.__dict__ for r in results],
+                "collapse": [
+                    {**c.__dict__, "first_round": c.first_round} for c in collapses
+                ],
             },
             indent=2,
         )
         + "\n"
     )
     plot(folder, config, results)
-    from node.experiment.heldout_report import write_heldout  # it imports this module
-
     write_heldout(folder, config)
     return results
 

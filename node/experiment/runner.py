@@ -5,6 +5,8 @@ Folder layout::
     config.json                 the settings; a resumed run must be given the same ones
     runs.json                   one entry per invocation: time, versions, git commit
     rounds.csv                  one row per node per round, appended as each round finishes
+    samples.csv                 a few own completions per node per round (sample_texts)
+    eval.csv                    held-out evaluations (eval_every)
     summary.md, summary.json    the table (rewritten after every unit and at the end)
     cumulative_reward.png, moving_average_reward.png
     units/c<I>-<J>-s<seed>/     progress.json, unit.json (genesis seed, peers), checkpoints
@@ -39,7 +41,15 @@ from typing import Any
 from node.experiment.chain import ChainUnit, experiment_accounts, start_chain_unit
 from node.experiment.config import ExperimentConfig, Unit, load_config, save_config, units
 from node.experiment.evaluation import evaluate, heldout_tasks
-from node.experiment.outputs import EVAL_COLUMNS, RoundsCsv, write_summary
+from node.experiment.outputs import (
+    COLLAPSE_FORMAT_RATE,
+    EVAL_COLUMNS,
+    SAMPLE_COLUMNS,
+    RoundsCsv,
+    sample_cells,
+    stability_cells,
+    write_summary,
+)
 from node.policy.adapters import AdapterPool
 from node.policy.checkpoint import rewind_checkpoint
 from node.policy.model import BaseModel
@@ -109,6 +119,7 @@ class ExperimentRunner:
         self.should_stop = should_stop
         self.csv = RoundsCsv(self.out / "rounds.csv")
         self.eval_csv = RoundsCsv(self.out / "eval.csv", EVAL_COLUMNS)
+        self.samples_csv = RoundsCsv(self.out / "samples.csv", SAMPLE_COLUMNS)
         self._heldout: list[TaskItem] | None = None
         self._pool: AdapterPool | None = None
         self._started = time.monotonic()
@@ -154,6 +165,7 @@ class ExperimentRunner:
                 progress.rounds_done = 0  # a chain unit cut short is redone from round 0
             done[(unit.sharing.label, unit.seed)] = progress.rounds_done
         dropped = self.csv.keep(done)
+        self.samples_csv.keep(done)
         # a finished evaluation after the last round done is kept; a cut one is redone
         self.eval_csv.keep(done, complete_at_done=self.config.nodes)
         if dropped:
@@ -406,9 +418,18 @@ class ExperimentRunner:
                     "generate_s": f"{t.get('generate', 0.0):.3f}",
                     "train_s": f"{t.get('train', 0.0):.3f}",
                     "busy_s": f"{report.timings.busy:.3f}",
+                    **stability_cells(report),
                 }
             )
         self.csv.append(rows)
+        where = {"exchange": self.config.exchange, "config": unit.sharing.label}
+        self.samples_csv.append(
+            [
+                {**where, "seed": unit.seed, "round": round_, "node": i, **cells}
+                for i, report in enumerate(reports)
+                for cells in sample_cells(report, self.config.sample_texts)
+            ]
+        )
         if self.config.exchange == "inprocess":
             for i, node in enumerate(nodes):
                 node.learner.save(
@@ -460,6 +481,7 @@ class ExperimentRunner:
                     "format_rate": f"{r.format_rate:.4f}",
                     "tasks": r.tasks,
                     "seconds": f"{r.seconds:.1f}",
+                    "collapsed": int(r.format_rate < COLLAPSE_FORMAT_RATE),
                 }
                 for i, r in enumerate(results)
             ]

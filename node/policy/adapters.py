@@ -49,6 +49,14 @@ from node.policy.model import BaseModel
 
 _ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
+ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+#: The LoRA target choices of a node's ``[training] lora_targets`` (Llama/SmolLM module names).
+LORA_TARGETS: dict[str, tuple[str, ...]] = {
+    "attention": ATTENTION_MODULES,
+    "attention+mlp": ATTENTION_MODULES + MLP_MODULES,
+}
+
 
 @dataclass(frozen=True)
 class LoraSettings:
@@ -57,7 +65,7 @@ class LoraSettings:
     rank: int = 16
     alpha: int = 32
     dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    target_modules: tuple[str, ...] = ATTENTION_MODULES
 
     def __post_init__(self) -> None:
         if self.rank < 1 or self.alpha <= 0:

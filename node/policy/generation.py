@@ -194,7 +194,7 @@ def generate_together(
                 owners = [prompts[i][0] for i in chunk]
                 if routing is not None:
                     routing.set([requests[k].adapter for k in owners])
-                rows, reasons = _decode_chunk(
+                rows, logprobs, reasons = _decode_chunk(
                     model,
                     [prompts[i][1] for i in chunk],
                     owners,
@@ -209,7 +209,9 @@ def generate_together(
                     k, i = slot[index]
                     for g in range(num_completions):
                         row = offset * num_completions + g
-                        results[k][i].append(_completion(tokenizer, rows[row], reasons[row]))
+                        results[k][i].append(
+                            _completion(tokenizer, rows[row], logprobs[row], reasons[row])
+                        )
     finally:
         model.train(was_training)
     return results
@@ -225,9 +227,10 @@ def _decode_chunk(
     pad_id: int,
     generators: list[torch.Generator],
     routing: RowAdapters | None,
-) -> tuple[list[list[int]], list[FinishReason]]:
+) -> tuple[list[list[int]], list[list[float]], list[FinishReason]]:
     """Prefills ``prompts`` once, then decodes ``group`` sequences per prompt together; the
-    sequences of prompt ``i`` sample with ``generators[owners[i]]``."""
+    sequences of prompt ``i`` sample with ``generators[owners[i]]``. Per sequence: its ids, their
+    log-probs under the sampler, and its finish reason."""
     device = stops.device
     width = max(len(p) for p in prompts)
 
@@ -246,6 +249,7 @@ def _decode_chunk(
 
     count = logits.shape[0]
     tokens_out = torch.full((count, sampling.max_new_tokens), pad_id, dtype=torch.long)  # (N, L)
+    logprobs_out = torch.zeros((count, sampling.max_new_tokens), dtype=torch.float32)  # (N, L)
     lengths = torch.full((count,), sampling.max_new_tokens, dtype=torch.long)  # (N,)
     stopped = torch.zeros(count, dtype=torch.bool)  # (N,)
     alive = torch.arange(count)  # (n,) rows of tokens_out still decoding, in cache order
@@ -253,9 +257,9 @@ def _decode_chunk(
     # -- decode: one token per step for the live sequences; drop those that stopped
     for step in range(sampling.max_new_tokens):
         interrupt.check()  # a Ctrl-C ends generation within one token
-        tokens = _sample_per_owner(logits, owner[alive], generators, sampling)  # (n,)
-        tokens_cpu = tokens.cpu()
-        tokens_out[alive, step] = tokens_cpu
+        tokens, logprobs = _sample_per_owner(logits, owner[alive], generators, sampling)  # (n,)
+        tokens_out[alive, step] = tokens.cpu()
+        logprobs_out[alive, step] = logprobs.cpu()
         ended = torch.isin(tokens, stops).cpu()  # (n,)
         if ended.any():
             lengths[alive[ended]] = step + 1
@@ -284,8 +288,9 @@ def _decode_chunk(
         next_position = next_position + 1
 
     rows = [tokens_out[i, : lengths[i]].tolist() for i in range(count)]
+    logprob_rows = [logprobs_out[i, : lengths[i]].tolist() for i in range(count)]
     reasons: list[FinishReason] = ["stop" if s else "length" for s in stopped.tolist()]
-    return rows, reasons
+    return rows, logprob_rows, reasons
 
 
 class _PreallocatedLayer(DynamicLayer):
@@ -354,25 +359,30 @@ def _sample_per_owner(
     owner: torch.Tensor,
     generators: list[torch.Generator],
     sampling: SamplingConfig,
-) -> torch.Tensor:
-    """One token per row of ``logits`` (n, V), each request's rows drawn with its generator."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of ``logits`` (n, V), each request's rows drawn with its generator,
+    and its log-prob (``_sample``)."""
     if len(generators) == 1:
         return _sample(logits, sampling, generators[0])
     tokens = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)  # (n,)
+    logprobs = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)  # (n,)
     for k, generator in enumerate(generators):
         rows = (owner == k).nonzero().squeeze(-1).to(logits.device)  # (n_k,)
         if rows.numel():
-            tokens[rows] = _sample(logits[rows], sampling, generator)
-    return tokens
+            tokens[rows], logprobs[rows] = _sample(logits[rows], sampling, generator)
+    return tokens, logprobs
 
 
 def _sample(
     logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator
-) -> torch.Tensor:
-    """One token per row of ``logits`` (n, V): greedy, or temperature + top-p sampling."""
-    if sampling.temperature == 0:
-        return logits.argmax(dim=-1)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of ``logits`` (n, V): greedy, or temperature + top-p sampling; and the
+    token's log-prob under the temperature-scaled distribution before top-p (what GRPO's
+    log-probs compute; for greedy, temperature 1)."""
     logits = logits.float()
+    if sampling.temperature == 0:
+        tokens = logits.argmax(dim=-1)
+        return tokens, _chosen_logprob(logits, tokens)
     if sampling.temperature != 1.0:  # dividing by 1 would only copy the logits
         logits = logits / sampling.temperature
     probs = torch.softmax(logits, dim=-1)  # (n, V)
@@ -382,16 +392,38 @@ def _sample(
         outside = sorted_probs.cumsum(dim=-1) - sorted_probs >= sampling.top_p
         sorted_probs = sorted_probs.masked_fill(outside, 0.0)
         choice = torch.multinomial(sorted_probs, 1, generator=generator)  # (n, 1)
-        return sorted_ids.gather(-1, choice).squeeze(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        tokens = sorted_ids.gather(-1, choice).squeeze(-1)
+    else:
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tokens, _chosen_logprob(logits, tokens)
+
+
+def _chosen_logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits)[tokens]`` per row (n,)."""
+    return logits.gather(-1, tokens[:, None]).squeeze(-1) - logits.logsumexp(-1)
 
 
 def _completion(
-    tokenizer: PreTrainedTokenizerBase, token_ids: list[int], reason: FinishReason
+    tokenizer: PreTrainedTokenizerBase,
+    token_ids: list[int],
+    logprobs: list[float],
+    reason: FinishReason,
 ) -> GeneratedCompletion:
     text_ids = token_ids[:-1] if reason == "stop" else token_ids
-    text = tokenizer.decode(text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    return GeneratedCompletion(text=text, token_ids=tuple(token_ids), finish_reason=reason)
+    return GeneratedCompletion(
+        text=decode_completion(tokenizer, text_ids),
+        token_ids=tuple(token_ids),
+        finish_reason=reason,
+        logprobs=tuple(logprobs),
+    )
+
+
+def decode_completion(tokenizer: PreTrainedTokenizerBase, token_ids: Sequence[int]) -> str:
+    """The published text of sampled ids (without the stop token): decoded exactly, special
+    tokens kept, no clean-up of spaces."""
+    return tokenizer.decode(
+        list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
 
 
 def _check_lengths(

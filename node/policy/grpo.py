@@ -6,22 +6,21 @@ optimizer step.
 **What is trained on.** Each sequence is the prompt's token ids then the completion's; only the
 completion's ids are targets. A completion comes in one of two forms (``node.learning_data``):
 
-- **this node's own sample** (``GeneratedCompletion``): the prompt ids exactly as fed to
-  generation (the group's ``prompt`` is those ids), then exactly the ids sampled. One that stopped
-  (finish reason ``"stop"``) ends with the stop token it sampled (EOS or end-of-turn), so the model
-  learns to stop; one cut at ``max_new_tokens`` (``"length"``) has nothing appended. Nothing is
-  decoded and re-tokenised: a text has many tokenisations, and the log-probs must be those of the
-  sequence the policy actually sampled.
-- **a text**: a peer's completion (maybe from another model, with another tokenizer), or this
-  node's own after a restart (its batch is reloaded from the store as text). Tokenised once with
-  this node's tokenizer, no special tokens added. Its finish reason is unknown, so the rule is by
-  length: fewer than ``max_completion_tokens`` tokens is taken as a finished answer and gets the
-  end-of-turn token (``end_of_turn_id``) appended; ``max_completion_tokens`` or more is taken as
-  cut: its first ``max_completion_tokens`` tokens, nothing appended. Its prompt, given as chat
-  messages, is encoded as generation encodes it (``encode_prompts``).
+- **sampled ids** (``GeneratedCompletion``): this node's own sample, or a peer's whose batch
+  carries ids of this node's tokenizer that agree with its text (``node.policy.peer_ids``).
+  Exactly the ids sampled: one that stopped (finish reason ``"stop"``) ends with the stop token
+  it sampled (EOS or end-of-turn), so the model learns to stop; one cut at ``max_new_tokens``
+  (``"length"``) has nothing appended. Nothing is decoded and re-tokenised: a text has many
+  tokenisations, and the log-probs must be those of the sequence actually sampled. An own
+  sample's prompt is given as the ids fed to generation.
+- **a text and its finish reason** (``TextCompletion``): a peer's completion from another
+  tokenizer or without ids. Tokenised once with this node's tokenizer, no special tokens added;
+  one that stopped gets the end-of-turn token (``end_of_turn_id``) appended, one that was cut
+  gets nothing. The finish reason comes from the batch: nothing is guessed from a length. Its
+  prompt, given as chat messages, is encoded as generation encodes it (``encode_prompts``).
 
-Either form is at most ``max_completion_tokens`` long: a sample longer than that (the sampler's
-``max_new_tokens`` is larger) is cut to it, losing its stop token.
+Either form is at most ``max_completion_tokens`` long: a longer one (a peer's sampler allowed
+more, or this node's tokenizer splits the text finer) is cut to it, losing its stop token.
 
 The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
 
@@ -43,6 +42,26 @@ The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
   length of its completion, so long wrong answers are not under-penalised as they are by GRPO's
   per-sequence mean; and because the divisor is the batch's token count, splitting the batch
   into micro-batches for memory does not change the gradient.
+- **Peers' groups** (``origin="peer"``) can weigh less; all off by default (peers' groups then
+  train exactly as own ones). Each rule scales a peer's token's surrogate term (not the KL term);
+  own tokens weigh 1 (``node.policy.peer_weights`` has the numbers):
+
+  - ``peer_weight`` multiplies a peer's group's advantages;
+  - ``peer_advantage="positive"``: a peer's completion with advantage <= 0 weighs 0 (advantages
+    are still computed over the whole group);
+  - ``peer_importance``: each token of a peer's completion whose sender log-probs are known
+    (``GeneratedCompletion.logprobs``) weighs ``w = exp(logp_old - logp_sender)``, detached
+    (``logp_old``: this policy before the step), ``min(w, cap)`` under ``"truncate"`` (TIS), ``w``
+    if ``1/cap <= w <= cap`` else 0 under ``"mask"`` (MIS); other tokens weigh 1;
+  - ``peer_logprob_gap``: a no-grad pass before the update measures each group's mean per-token
+    log-prob under the policy; a peer's group more than ``gap`` nats below the reference (the
+    mean over the share's own groups with signal; without one, over the own groups' sampler
+    log-probs; without those, no group is dropped) is removed before micro-batching;
+  - ``peers_only_steps=False``: a share whose groups with signal are all peers' makes no update.
+
+  A token weighted 0 still counts in the divisor; a dropped group's tokens do not (nor does it
+  count anywhere else). The metrics give the step's ``kind``, the log-prob gap between own and
+  peers' completions trained on, the Kish ESS of the peers' token weights and the groups dropped.
 
 Log-probs of the chosen tokens are computed from the last hidden states in chunks of rows
 (``logsumexp`` minus the chosen logit), each chunk recomputed in the backward pass, so the
@@ -58,7 +77,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from peft import PeftModel
@@ -70,14 +89,25 @@ from transformers import PreTrainedTokenizerBase
 from node import interrupt
 from node.learning_data import (
     GeneratedCompletion,
+    Origin,
     Prompt,
     ScoredGroup,
+    StepKind,
     StepMetrics,
+    TextCompletion,
     TrainedCompletion,
 )
 from node.policy.adapters import OptimizerSettings, RowAdapters
 from node.policy.attention import training_attention
 from node.policy.model import encode_prompts, end_of_turn_id
+from node.policy.peer_weights import (
+    PeerAdvantage,
+    PeerImportance,
+    completion_weights,
+    ess_fraction,
+    importance_weights,
+    too_unlikely,
+)
 from node.policy.precision import (
     TrainingPrecision,
     frozen_linear_as,
@@ -116,10 +146,9 @@ class GRPOConfig(BaseModel):
     max_completion_tokens: int = Field(
         ...,
         ge=1,
-        description="Completion tokens trained on at most. A peer's text of this many tokens or "
-        "more is cut to it and gets no end-of-turn; a shorter one gets one. Set it to the "
-        "sampler's max_new_tokens, so own samples are never cut and a peer's answer that was cut "
-        "is not taught to end there.",
+        description="Completion tokens trained on at most; a longer completion is cut to it "
+        "(losing its stop token). Set it to the sampler's max_new_tokens, so own samples are "
+        "never cut.",
     )
     micro_batch_size: int = Field(
         16,
@@ -143,6 +172,31 @@ class GRPOConfig(BaseModel):
         "auto",
         description="Matrix products of the update: 'auto' (bfloat16 autocast where the CPU has "
         "native bf16: AMX or AVX512-BF16), 'bfloat16' or 'float32'. Sampling is always fp32.",
+    )
+    peer_weight: float = Field(
+        1.0, gt=0, le=1, description="Peers' groups' advantages are multiplied by it (own: 1)."
+    )
+    peers_only_steps: bool = Field(
+        True,
+        description="Step when every group with signal is a peer's (False: no update then).",
+    )
+    peer_logprob_gap: float | None = Field(
+        None,
+        gt=0,
+        description="Drop a peer's group whose mean token log-prob is this many nats below the "
+        "own completions' (None: keep all).",
+    )
+    peer_importance: PeerImportance = Field(
+        "none",
+        description="Peers' token weights exp(logp - sender logp): 'none', 'truncate' (at the "
+        "cap) or 'mask' (0 outside [1/cap, cap]).",
+    )
+    peer_importance_cap: float = Field(
+        2.0, gt=1, description="The cap of peer_importance ('truncate' and 'mask')."
+    )
+    peer_advantage: PeerAdvantage = Field(
+        "all",
+        description="Peers' completions trained on: 'all', or 'positive' (advantage > 0 only).",
     )
 
 
@@ -179,15 +233,16 @@ def prompt_token_ids(prompt: Prompt, tokenizer: PreTrainedTokenizerBase) -> list
 def completion_token_ids(
     completion: TrainedCompletion, tokenizer: PreTrainedTokenizerBase, max_tokens: int
 ) -> list[int]:
-    """The ids trained on for one completion (the module docstring's rules): a sample's own ids;
-    a text's tokens then the end-of-turn token, or its first ``max_tokens`` tokens and no
-    end-of-turn when it has ``max_tokens`` or more (it did not end)."""
+    """The ids trained on for one completion (the module docstring's rules), at most
+    ``max_tokens``: sampled ids as they are; a text's tokens, then end-of-turn if it stopped."""
     if isinstance(completion, GeneratedCompletion):
         return list(completion.token_ids[:max_tokens])
-    ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
-    if len(ids) >= max_tokens:
-        return ids[:max_tokens]
-    return ids + [end_of_turn_id(tokenizer)]
+    if not isinstance(completion, TextCompletion):
+        raise TypeError(f"a completion is sampled ids or a TextCompletion, not {completion!r}")
+    ids = tokenizer(completion.text, add_special_tokens=False)["input_ids"]
+    if completion.finish_reason == "stop":
+        ids = ids + [end_of_turn_id(tokenizer)]
+    return ids[:max_tokens]
 
 
 def tokenize_groups(
@@ -350,22 +405,49 @@ class TrainShare:
     """Its adapter's name in the ``routing`` of the joint update."""
 
 
+@dataclass(frozen=True)
+class _TrainGroup:
+    """A group with signal as trained on: its ids and advantages, whose it is, and each
+    completion's fixed weight and sender log-probs (known ones of a peer's; else None)."""
+
+    tokens: TokenizedGroup
+    origin: Origin
+    weights: list[float]
+    sender_logprobs: list[list[float] | None]
+
+    @property
+    def peer(self) -> bool:
+        return self.origin == "peer"
+
+
+#: Columns of ``_Prepared.totals``: own log-prob sum and tokens, peers' log-prob sum and tokens,
+#: sums of peers' token weights and of their squares.
+_TOTALS = 6
+
+
 @dataclass
 class _Prepared:
     """A share's groups with signal, tokenised, and its totals for the current pass."""
 
     share: TrainShare
     mean_reward: float
-    groups: list[TokenizedGroup]
-    num_tokens: int
+    groups: list[_TrainGroup]
+    sampler_reference: float | None = None  # the gap rule's fallback reference (docstring)
+    peer_groups_dropped: int = 0
     loss: float = 0.0
     clipped_tokens: int = 0
     kl_sum: float = 0.0
+    totals: Tensor = field(default_factory=lambda: torch.zeros(_TOTALS, dtype=torch.float64))
     grad_norm: float = 0.0
     stepped: bool = False
 
+    @property
+    def num_tokens(self) -> int:
+        return sum(g.tokens.num_tokens for g in self.groups)
+
     def begin_pass(self) -> None:
         self.loss, self.clipped_tokens, self.kl_sum = 0.0, 0, 0.0
+        self.totals = torch.zeros(_TOTALS, dtype=torch.float64)
         self.share.optimizer.zero_grad(set_to_none=True)
 
 
@@ -377,6 +459,10 @@ class _Batch:
     groups: list[TokenizedGroup]
     token_owner: Tensor  # (N,) share index of each completion token
     token_advantages: Tensor  # (N,)
+    token_peer: Tensor  # (N,) bool: the token is a peer's completion's
+    token_weight: Tensor  # (N,) fixed weight: 1 own; a peer's peer_weight (x positive mask)
+    sender_logp: Tensor  # (N,) a peer's sampler log-prob of the token; NaN where unknown
+    has_peers: bool
 
 
 def tokenize_group(
@@ -396,44 +482,51 @@ def tokenize_group(
 
 
 def pack_micro_batches(
-    items: Sequence[tuple[int, TokenizedGroup]], max_sequences: int, device: torch.device
+    items: Sequence[tuple[int, _TrainGroup]], max_sequences: int, device: torch.device
 ) -> list[_Batch]:
     """Whole groups in order, at most ``max_sequences`` completions per pass (a larger group
     goes alone)."""
     batches: list[_Batch] = []
-    current: list[tuple[int, TokenizedGroup]] = []
-
-    def close() -> None:
-        owners = [owner for owner, _ in current]
-        groups = [group for _, group in current]
-        lengths = [len(c) for g in groups for c in g.completions]
-        per_completion = [(o, a) for o, g in current for a in g.advantages]
-        batches.append(
-            _Batch(
-                owners=owners,
-                groups=groups,
-                token_owner=torch.tensor(
-                    [o for (o, _), n in zip(per_completion, lengths) for _ in range(n)],
-                    dtype=torch.long,
-                    device=device,
-                ),
-                token_advantages=torch.tensor(
-                    [a for (_, a), n in zip(per_completion, lengths) for _ in range(n)],
-                    dtype=torch.float32,
-                    device=device,
-                ),
-            )
-        )
-        current.clear()
-
+    current: list[tuple[int, _TrainGroup]] = []
     for item in items:
-        size = sum(len(g.completions) for _, g in current)
-        if current and size + len(item[1].completions) > max_sequences:
-            close()
+        size = sum(len(g.tokens.completions) for _, g in current)
+        if current and size + len(item[1].tokens.completions) > max_sequences:
+            batches.append(_batch(current, device))
+            current = []
         current.append(item)
     if current:
-        close()
+        batches.append(_batch(current, device))
     return batches
+
+
+def _batch(items: list[tuple[int, _TrainGroup]], device: torch.device) -> _Batch:
+    """One pass of whole groups, with the owner, advantage and weights of each token."""
+    rows = [
+        (owner, ids, advantage, group.peer, weight, sender)
+        for owner, group in items
+        for ids, advantage, weight, sender in zip(
+            group.tokens.completions,
+            group.tokens.advantages,
+            group.weights,
+            group.sender_logprobs,
+            strict=True,
+        )
+    ]
+
+    def per_token(column: int, dtype: torch.dtype) -> Tensor:
+        return torch.tensor([r[column] for r in rows for _ in r[1]], dtype=dtype, device=device)
+
+    sender = [x for r in rows for x in (r[5] if r[5] is not None else [math.nan] * len(r[1]))]
+    return _Batch(
+        owners=[owner for owner, _ in items],
+        groups=[group.tokens for _, group in items],
+        token_owner=per_token(0, torch.long),
+        token_advantages=per_token(2, torch.float32),
+        token_peer=per_token(3, torch.bool),
+        token_weight=per_token(4, torch.float32),
+        sender_logp=torch.tensor(sender, dtype=torch.float32, device=device),
+        has_peers=any(group.peer for _, group in items),
+    )
 
 
 def train_together(
@@ -459,20 +552,22 @@ def train_together(
     _check_logits_are_plain(model)
     started = time.perf_counter()
     prepared = [_prepare(share, tokenizer, config) for share in shares]
-    items = [(k, g) for k, p in enumerate(prepared) for g in p.groups]
-    if not items:
-        log.info("GRPO step skipped: no group has distinct rewards")
-        return [_skipped(p.mean_reward, started) for p in prepared]
     device = next(model.parameters()).device
-    # each share with signal brings its own budget of micro_batch_size completions per pass (one
-    # share's budget would cut the joint update into as many small, slower passes as shares)
-    with_signal = sum(1 for p in prepared if p.groups)
-    batches = pack_micro_batches(items, config.micro_batch_size * with_signal, device)
     forward = _Forward(model, tokenizer, config, routing, [s.adapter for s in shares], device)
 
     # eager attention on the CPU: torch's fused one took ~6 ms per backward call for these short
     # sequences, eager about a quarter of the step's time less
     with training_attention(model, device):
+        if config.peer_logprob_gap is not None:
+            _drop_unlikely_peers(model, forward, config, prepared)
+        items = [(k, g) for k, p in enumerate(prepared) for g in p.groups]
+        if not items:
+            log.info("GRPO step skipped: no group left to train on (none with distinct rewards)")
+            return [_skipped(p.mean_reward, started, p.peer_groups_dropped) for p in prepared]
+        # each share with signal brings its own budget of micro_batch_size completions per pass
+        # (one share's budget would cut the joint update into as many small passes as shares)
+        with_signal = sum(1 for p in prepared if p.groups)
+        batches = pack_micro_batches(items, config.micro_batch_size * with_signal, device)
         return _update(model, config, prepared, batches, forward, started)
 
 
@@ -555,7 +650,8 @@ class _Forward:
 def _prepare(
     share: TrainShare, tokenizer: PreTrainedTokenizerBase, config: GRPOConfig
 ) -> _Prepared:
-    """Advantages within each group; groups without signal dropped; the rest tokenised."""
+    """Advantages within each group; groups without signal dropped; the rest tokenised, with
+    their weights; none kept if all are peers' and ``peers_only_steps`` is off."""
     rewards = [r for g in share.groups for r in g.rewards]
     groups = []
     for group in share.groups:
@@ -565,15 +661,113 @@ def _prepare(
             eps=config.advantage_epsilon,
         )
         if bool(advantages.any()):
-            groups.append(
-                tokenize_group(group, advantages, tokenizer, config.max_completion_tokens)
-            )
+            groups.append(_train_group(group, advantages, tokenizer, config))
+    if groups and not config.peers_only_steps and all(g.peer for g in groups):
+        log.info("GRPO step skipped: every group with signal is a peer's (peers_only_steps off)")
+        groups = []
+    reference = None
+    if config.peer_logprob_gap is not None:
+        reference = _sampler_reference(share.groups, config.max_completion_tokens)
     return _Prepared(
         share=share,
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
         groups=groups,
-        num_tokens=sum(g.num_tokens for g in groups),
+        sampler_reference=reference,
     )
+
+
+def _train_group(
+    group: ScoredGroup,
+    advantages: Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    config: GRPOConfig,
+) -> _TrainGroup:
+    tokens = tokenize_group(group, advantages, tokenizer, config.max_completion_tokens)
+    peer = group.origin == "peer"
+    weights = completion_weights(
+        advantages, peer=peer, peer_weight=config.peer_weight, advantage_rule=config.peer_advantage
+    )
+    senders = [
+        _sampler_logprobs(c, len(ids)) if peer else None  # own tokens always weigh 1
+        for c, ids in zip(group.completions, tokens.completions, strict=True)
+    ]
+    return _TrainGroup(tokens, group.origin, weights.tolist(), senders)
+
+
+def _sampler_logprobs(completion: TrainedCompletion, length: int) -> list[float] | None:
+    """The sampler's log-probs of the first ``length`` ids trained on, where known."""
+    if not isinstance(completion, GeneratedCompletion) or completion.logprobs is None:
+        return None
+    logprobs = list(completion.logprobs[:length])
+    return logprobs if len(logprobs) == min(length, len(completion.token_ids)) else None
+
+
+def _sampler_reference(groups: Sequence[ScoredGroup], max_tokens: int) -> float | None:
+    """Mean per-token sampler log-prob of the own completions given (signal or not)."""
+    values = [
+        x
+        for g in groups
+        if g.origin == "own"
+        for c in g.completions
+        for x in _sampler_logprobs(c, max_tokens) or []
+    ]
+    return sum(values) / len(values) if values else None
+
+
+def _drop_unlikely_peers(
+    model: PeftModel, forward: _Forward, config: GRPOConfig, prepared: list[_Prepared]
+) -> None:
+    """The gap rule: a no-grad pass over the groups of the shares with peers' groups and a
+    reference, then each peer's group more than ``peer_logprob_gap`` below it removed."""
+    items = [(k, g) for k, p in enumerate(prepared) if _has_reference(k, p) for g in p.groups]
+    if not items:
+        return
+    gap = config.peer_logprob_gap
+    assert gap is not None
+    sums = _logprob_sums(model, forward, config, items)
+    for k, p in enumerate(prepared):
+        rows = [(g, s, n) for (owner, g), (s, n) in zip(items, sums, strict=True) if owner == k]
+        own = [(s, n) for g, s, n in rows if not g.peer]
+        own_tokens = sum(n for _, n in own)
+        reference = sum(s for s, _ in own) / own_tokens if own_tokens else p.sampler_reference
+        if not rows or reference is None:
+            continue
+        drop = {id(g) for g, s, n in rows if g.peer and n and too_unlikely(s / n, reference, gap)}
+        p.groups = [g for g in p.groups if id(g) not in drop]
+        p.peer_groups_dropped = len(drop)
+
+
+def _has_reference(k: int, p: _Prepared) -> bool:
+    """Whether share ``k`` has peers' groups and a reference log-prob to hold them to."""
+    if not any(g.peer for g in p.groups):
+        return False
+    if any(not g.peer for g in p.groups) or p.sampler_reference is not None:
+        return True
+    log.debug("share %d: no own log-probs for the gap rule; its peers' groups are kept", k)
+    return False
+
+
+def _logprob_sums(
+    model: PeftModel, forward: _Forward, config: GRPOConfig, items: list[tuple[int, _TrainGroup]]
+) -> list[tuple[float, int]]:
+    """Sum and count of each group's completion-token log-probs under the policy, no gradient."""
+    shares = len({k for k, _ in items})
+    batches = pack_micro_batches(items, config.micro_batch_size * shares, forward.device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), frozen_weights_as(forward.autocast, model):
+            logps = []
+            for batch in batches:
+                interrupt.check()
+                logps.append(forward(batch))
+    finally:
+        model.train(was_training)
+    return [
+        (float(part.double().sum()), part.numel())
+        for batch, logp in zip(batches, logps, strict=True)
+        for part in logp.split([g.num_tokens for g in batch.groups])
+    ]
 
 
 def _iteration(
@@ -601,6 +795,10 @@ def _iteration(
             eps_high=config.epsilon_high,
         )
         owner, count = batch.token_owner, len(prepared)
+        weights = _token_weights(config, batch, old_logp)  # (N,)
+        if batch.has_peers:
+            per_token = per_token * weights  # the surrogate's, not the KL's
+        totals = _totals(count, batch, old_logp, weights)  # (count, _TOTALS)
         kl_sums = [0.0] * count
         if ref_logps is not None:
             kl = k3_kl(logp, ref_logps[i])  # (N,)
@@ -610,12 +808,33 @@ def _iteration(
         per_token.sum().backward()
         losses = _per_share(count, owner, per_token)
         clipped = _per_share(count, owner, was_clipped.float())
-        for p, loss, clips, kl_sum in zip(prepared, losses, clipped, kl_sums, strict=True):
+        for k, (p, loss, clips) in enumerate(zip(prepared, losses, clipped, strict=True)):
             p.loss += loss
             p.clipped_tokens += round(clips)
-            p.kl_sum += kl_sum
+            p.kl_sum += kl_sums[k]
+            p.totals += totals[k]
     for p in active:
         _optimizer_step(p, config.max_grad_norm)
+
+
+def _token_weights(config: GRPOConfig, batch: _Batch, old_logp: Tensor) -> Tensor:
+    """Weight (N,) of each token's surrogate: 1 for own; a peer's fixed weight times its
+    importance weight against the sender, under the policy before the step."""
+    if not batch.has_peers:
+        return torch.ones_like(batch.token_weight)
+    importance = importance_weights(
+        old_logp, batch.sender_logp, config.peer_importance, config.peer_importance_cap
+    )
+    return batch.token_weight * importance
+
+
+def _totals(count: int, batch: _Batch, logp: Tensor, weights: Tensor) -> Tensor:
+    """``_TOTALS`` sums (count, _TOTALS) per share of the batch's tokens (``_Prepared.totals``)."""
+    peer = batch.token_peer.double()
+    own, lp, w = 1 - peer, logp.detach().double(), weights.double() * peer
+    columns = torch.stack([own * lp, own, peer * lp, peer, w, w * w], dim=1).cpu()
+    sums = torch.zeros(count, _TOTALS, dtype=torch.float64)
+    return sums.index_add_(0, batch.token_owner.cpu(), columns)
 
 
 def _per_share(count: int, owner: Tensor, values: Tensor) -> list[float]:
@@ -638,7 +857,11 @@ def _optimizer_step(p: _Prepared, max_grad_norm: float) -> None:
 
 def _metrics(p: _Prepared, with_kl: bool, started: float) -> StepMetrics:
     if not p.groups:
-        return _skipped(p.mean_reward, started)
+        return _skipped(p.mean_reward, started, p.peer_groups_dropped)
+    own_logp, own_tokens, peer_logp, peer_tokens, weight_sum, weight_sq_sum = p.totals.tolist()
+    gap = None
+    if own_tokens and peer_tokens:
+        gap = own_logp / own_tokens - peer_logp / peer_tokens
     return StepMetrics(
         loss=p.loss,
         mean_reward=p.mean_reward,
@@ -646,14 +869,26 @@ def _metrics(p: _Prepared, with_kl: bool, started: float) -> StepMetrics:
         kl=p.kl_sum / p.num_tokens if with_kl else None,
         grad_norm=p.grad_norm,
         num_tokens=p.num_tokens,
-        num_sequences=sum(len(g.completions) for g in p.groups),
+        num_sequences=sum(len(g.tokens.completions) for g in p.groups),
         num_groups=len(p.groups),
         skipped=not p.stepped,
         seconds=time.perf_counter() - started,
+        kind=_kind(p),
+        peer_logprob_gap=gap,
+        peer_ess=ess_fraction(weight_sum, weight_sq_sum, round(peer_tokens)),
+        peer_groups_dropped=p.peer_groups_dropped,
     )
 
 
-def _skipped(mean_reward: float, started: float) -> StepMetrics:
+def _kind(p: _Prepared) -> StepKind:
+    """Whose groups the share's step trained on; "none" without a step."""
+    if not p.stepped:
+        return "none"
+    own, peers = any(not g.peer for g in p.groups), any(g.peer for g in p.groups)
+    return "mixed" if own and peers else "peers" if peers else "own"
+
+
+def _skipped(mean_reward: float, started: float, peer_groups_dropped: int = 0) -> StepMetrics:
     return StepMetrics(
         loss=0.0,
         mean_reward=mean_reward,
@@ -665,6 +900,7 @@ def _skipped(mean_reward: float, started: float) -> StepMetrics:
         num_groups=0,
         skipped=True,
         seconds=time.perf_counter() - started,
+        peer_groups_dropped=peer_groups_dropped,
     )
 
 

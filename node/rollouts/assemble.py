@@ -1,20 +1,21 @@
 """Building a node's own batch: score its completions with the task verifier, sign, encode.
 
 The producer's half of the data plane (the receiver's half is ``node.sampling``): given the round's
-derived tasks and the texts the policy generated for each (with why each ended, where known), it
-scores every completion under the preset's rule, fills a ``BatchBody``, signs it and returns the
-stored bytes with the values ``publishRollouts`` commits on-chain.
+derived tasks and the completions the policy sampled for each (text, why it ended, and the sampled
+ids and log-probs), it scores every completion under the preset's rule, fills a ``BatchBody``,
+signs it and returns the stored bytes with the values ``publishRollouts`` commits on-chain.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eth_account.signers.local import LocalAccount
 
 from node.chain.eip712 import Domain
-from node.learning_data import FinishReason
+from node.learning_data import GeneratedCompletion, TextCompletion
 from node.rollouts.codec import encode_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import (
@@ -51,23 +52,39 @@ class EncodedBatch:
         return self.batch.body.reward_sum_milli
 
 
-Reasons = Sequence[FinishReason | None] | None
-"""Why each completion of a group ended; None where no reason is known for any of them."""
+Sample = GeneratedCompletion | TextCompletion
+"""A completion to publish: sampled ids and log-probs with its text, or a text alone."""
 
 
-def score_group(task: TaskItem, texts: Sequence[str], *, finish_reasons: Reasons) -> Group:
-    """One group: the task as the batch records it and each text with its verified reward."""
-    reasons = [None] * len(texts) if finish_reasons is None else list(finish_reasons)
-    if len(reasons) != len(texts):
-        raise ValueError(f"{len(texts)} texts but {len(reasons)} finish reasons")
+def batch_completion(task: TaskItem, sample: Sample, *, with_ids: bool) -> Completion:
+    """One completion as the batch records it, scored under the task's rule; its token ids and
+    log-probs only ``with_ids`` (the batch names the tokenizer they belong to)."""
+    ids = logprobs = None
+    if with_ids and isinstance(sample, GeneratedCompletion) and sample.token_ids:
+        ids = list(sample.token_ids)
+        if sample.logprobs is not None and all(map(math.isfinite, sample.logprobs)):
+            logprobs = [round_logprob(x) for x in sample.logprobs]
+    return Completion(
+        text=sample.text,
+        reward=score_completion(task, sample.text, finish_reason=sample.finish_reason),
+        finish_reason=sample.finish_reason,
+        token_ids=ids,
+        logprobs=logprobs,
+    )
+
+
+def round_logprob(value: float) -> float:
+    """A sampler's log-prob as a batch stores it: 6 decimals (a float32's precision), ``<= 0``."""
+    return min(0.0, round(float(value), 6)) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def score_group(task: TaskItem, samples: Sequence[Sample], *, with_ids: bool = False) -> Group:
+    """One group: the task as the batch records it and each completion with its reward."""
     return Group(
         task=TaskRecord(
             dataset=task.dataset, index=task.index, question=task.question, answer=task.answer
         ),
-        completions=[
-            Completion(text=text, reward=score_completion(task, text, finish_reason=reason))
-            for text, reason in zip(texts, reasons)
-        ],
+        completions=[batch_completion(task, sample, with_ids=with_ids) for sample in samples],
     )
 
 
@@ -79,19 +96,16 @@ def assemble_batch(
     preset: str,
     model: ModelInfo,
     tasks: Sequence[TaskItem],
-    texts: Sequence[Sequence[str]],
-    finish_reasons: Sequence[Reasons] | None,
+    samples: Sequence[Sequence[Sample]],
     compress: bool = False,
 ) -> EncodedBatch:
-    """Scores ``texts[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it.
+    """Scores ``samples[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it.
 
-    ``finish_reasons[i]`` says why each of ``texts[i]`` ended; None where unknown.
+    Sampled token ids and log-probs are published when ``model.tokenizer`` names their tokenizer.
     """
-    if len(tasks) != len(texts):
-        raise ValueError(f"{len(tasks)} tasks but {len(texts)} groups of texts")
-    reasons = [None] * len(texts) if finish_reasons is None else list(finish_reasons)
-    if len(reasons) != len(texts):
-        raise ValueError(f"{len(texts)} groups of texts but {len(reasons)} of finish reasons")
+    if len(tasks) != len(samples):
+        raise ValueError(f"{len(tasks)} tasks but {len(samples)} groups of completions")
+    with_ids = model.tokenizer is not None
     body = BatchBody(
         chain_id=domain.chain_id,
         coordinator=domain.verifying_contract,
@@ -100,8 +114,7 @@ def assemble_batch(
         model=model,
         tasks=TaskSource(preset=preset, generator=generator_id()),
         groups=[
-            score_group(task, group, finish_reasons=why)
-            for task, group, why in zip(tasks, texts, reasons)
+            score_group(task, group, with_ids=with_ids) for task, group in zip(tasks, samples)
         ],
     )
     batch = sign_batch(body, account, domain)

@@ -1,4 +1,4 @@
-"""Limits of the ``swarm.rollouts/1`` document; a receiver rejects a batch above any of them.
+"""Limits of the ``swarm.rollouts/2`` document; a receiver rejects a batch above any of them.
 
 The first four come from the v1 protocol; the string limits are this implementation's choice (v1
 was silent). All are part of the wire format (docs/PROTOCOL.md, "Limits"): a batch that
@@ -8,7 +8,7 @@ exceeds one is rejected by every node running this code, so raise them only ever
 
 from __future__ import annotations
 
-SCHEMA = "swarm.rollouts/1"
+SCHEMA = "swarm.rollouts/2"
 
 # --- v1 protocol ---
 MAX_GROUPS = 64
@@ -35,12 +35,19 @@ MAX_MODEL_NAME_CHARS = 256
 MAX_PRESET_CHARS = 64
 #: "reasoning-gym==<version>".
 MAX_GENERATOR_CHARS = 64
+#: Token ids of one completion: a byte-level tokenizer spends at most one token per UTF-8 byte,
+#: and a completion's text is at most MAX_COMPLETION_CHARS characters of at most 4 bytes; the
+#: batch's 1 MiB bounds the total far below this anyway.
+MAX_COMPLETION_TOKENS = 4 * MAX_COMPLETION_CHARS + 1
+#: Token ids are below 2**32 (vocabularies are a few hundred thousand tokens at most).
+MAX_TOKEN_ID = 2**32 - 1
 #: Task index in the publisher's task list: a uint32, like the on-chain counts.
 MAX_TASK_INDEX = 2**32 - 1
 #: Rounds are uint64 (docs/PROTOCOL.md, "Units and encodings"); chain ids are kept to uint64 too.
 MAX_UINT64 = 2**64 - 1
-#: Deepest nesting of JSON arrays/objects accepted before parsing. The schema needs 6
-#: (batch, body, groups, group, completions, completion); anything deeper is rejected up front.
+#: Deepest nesting of JSON arrays/objects accepted before parsing. The schema needs 7
+#: (batch, body, groups, group, completions, completion, token_ids); anything deeper is rejected
+#: up front.
 MAX_JSON_DEPTH = 8
 #: Longest integer literal accepted in the JSON (a uint64 has 20 digits).
 MAX_INT_DIGITS = 20

@@ -1,4 +1,4 @@
-"""The ``swarm.rollouts/1`` batch document as strict, frozen pydantic models.
+"""The ``swarm.rollouts/2`` batch document as strict, frozen pydantic models.
 
 Strict: no coercion (a string is never read as a number, a bool never as an int, a list never as
 an object), unknown fields are refused, every string has a length limit (node.rollouts.limits)
@@ -8,7 +8,14 @@ so ``-0.0`` never reaches the canonical encoding.
 
     SignedBatch{body: BatchBody, signature}
     BatchBody{schema, chain_id, coordinator, round, peer, model: ModelInfo, tasks: TaskSource,
-              groups: [Group{task: TaskRecord, completions: [Completion{text, reward}]}]}
+              groups: [Group{task: TaskRecord, completions: [Completion]}]}
+    ModelInfo{name, adapter_digest, tokenizer}
+    Completion{text, reward, finish_reason, token_ids, logprobs}
+
+What ``swarm.rollouts/2`` adds to ``/1``: why each completion ended (``finish_reason``), and
+optionally the ids it was sampled as and their log-probs under the sampler, with the digest of
+the tokenizer those ids belong to (``node.rollouts.tokenizer_digest``). Later provenance fields
+extend ``Completion`` and ``ModelInfo`` the same way.
 
 A violated group-size rule is reported with the pydantic error type ``group_size`` so the codec
 can give it its own reject reason.
@@ -19,7 +26,16 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from eth_utils import is_checksum_address
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from node.rollouts import limits
@@ -65,11 +81,34 @@ class _Strict(BaseModel):
     )
 
 
+TokenId = Annotated[StrictInt, Field(ge=0, le=limits.MAX_TOKEN_ID)]
+LogProb = Annotated[
+    StrictFloat, Field(le=0.0, allow_inf_nan=False), AfterValidator(_plain_zero)
+]
+TokenIds = Annotated[list[TokenId], Field(min_length=1, max_length=limits.MAX_COMPLETION_TOKENS)]
+LogProbs = Annotated[list[LogProb], Field(min_length=1, max_length=limits.MAX_COMPLETION_TOKENS)]
+
+
 class Completion(_Strict):
-    """One sampled completion and the reward its publisher scored it with."""
+    """One sampled completion, why it ended, the reward its publisher scored it with and,
+    optionally, the token ids it was sampled as (ending with the stop token when it stopped)
+    and the sampler's log-prob of each."""
 
     text: CompletionText
     reward: Reward
+    finish_reason: Literal["stop", "length"]
+    token_ids: TokenIds | None
+    logprobs: LogProbs | None
+
+    @model_validator(mode="after")
+    def _logprobs_match_ids(self) -> Completion:
+        if self.logprobs is not None and (
+            self.token_ids is None or len(self.logprobs) != len(self.token_ids)
+        ):
+            raise PydanticCustomError(
+                "logprobs", "logprobs need token_ids, one log-prob per token id", {}
+            )
+        return self
 
 
 class TaskRecord(_Strict):
@@ -89,10 +128,12 @@ class Group(_Strict):
 
 
 class ModelInfo(_Strict):
-    """The policy that produced the completions: base model and, if any, its adapter's digest."""
+    """The policy that produced the completions: base model, its adapter's digest if any, and the
+    digest of the tokenizer the completions' token ids belong to (None: no token ids)."""
 
     name: ModelName
     adapter_digest: Hash32Hex | None
+    tokenizer: Hash32Hex | None
 
 
 class TaskSource(_Strict):
@@ -116,7 +157,7 @@ def _same_group_size(groups: list[Group]) -> list[Group]:
 class BatchBody(_Strict):
     """What the peer signs: who, where, when, with which model, and the groups."""
 
-    schema_: Literal["swarm.rollouts/1"] = Field(default=limits.SCHEMA, alias="schema")
+    schema_: Literal["swarm.rollouts/2"] = Field(default=limits.SCHEMA, alias="schema")
     chain_id: Annotated[StrictInt, Field(ge=1, le=limits.MAX_UINT64)]
     coordinator: Address
     round: Uint64
@@ -128,6 +169,15 @@ class BatchBody(_Strict):
         Field(min_length=1, max_length=limits.MAX_GROUPS),
         AfterValidator(_same_group_size),
     ]
+
+    @model_validator(mode="after")
+    def _ids_have_a_tokenizer(self) -> BatchBody:
+        has_ids = any(c.token_ids is not None for g in self.groups for c in g.completions)
+        if has_ids and self.model.tokenizer is None:
+            raise PydanticCustomError(
+                "tokenizer", "completions carry token_ids but model.tokenizer is null", {}
+            )
+        return self
 
     @property
     def group_size(self) -> int:

@@ -14,6 +14,7 @@
 - ``view``      active peers and commitments from events; chain reset detection
 - ``state``     the protocol state file (own batches, cached verdicts, ballots and salts, flags)
 - ``report``    what a round did and how long each phase took
+- ``sample_stats`` the node's own completions of a round: cut and format rates, samples
 - ``retry``     backoff for transient store failures
 - ``factory``   a node from a ``NodeConfig``
 """

@@ -14,7 +14,7 @@ from eth_account.signers.local import LocalAccount
 
 from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig
-from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.adapters import LORA_TARGETS, AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.generation import SamplingConfig
 from node.policy.grpo import GRPOConfig
 from node.policy.model import load_base
@@ -36,12 +36,22 @@ def learner_settings(config: NodeConfig) -> LearnerSettings:
         ),
         grpo=GRPOConfig(
             beta=training.beta,
+            peer_weight=training.peer_weight,
+            peers_only_steps=training.peers_only_steps,
+            peer_logprob_gap=training.peer_logprob_gap,
+            peer_importance=training.peer_importance,
+            peer_importance_cap=training.peer_importance_cap,
+            peer_advantage=training.peer_advantage,
             micro_batch_size=training.micro_batch_size,
             max_completion_tokens=generation.max_new_tokens,
             precision=training.precision,
             share_prompts=training.share_prompts,
         ),
-        lora=LoraSettings(rank=training.lora_rank, alpha=training.lora_alpha),
+        lora=LoraSettings(
+            rank=training.lora_rank,
+            alpha=training.lora_alpha,
+            target_modules=LORA_TARGETS[training.lora_targets],
+        ),
         optimizer=OptimizerSettings(lr=training.learning_rate),
         seed=training.seed,
     )

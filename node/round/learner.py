@@ -27,6 +27,7 @@ from node.policy.checkpoint import CheckpointInfo, load_checkpoint, save_checkpo
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.grpo import GRPOConfig, GRPOTrainer, TrainShare, train_together
 from node.policy.model import encode_prompts
+from node.policy.peer_ids import PeerIds
 from node.round.rendezvous import Rendezvous
 from node.tasks import TaskItem, build_messages
 
@@ -67,6 +68,8 @@ class Learner:
         # With several nodes in one process the global RNG is everybody's: leave it alone.
         self.shared = shared
         self.rendezvous: Rendezvous | None = None
+        self.peer_ids = PeerIds(tokenizer)
+        """Publishes this tokenizer's digest; turns batches into what is trained on."""
         if name not in pool:
             pool.add(
                 name, settings.lora, settings.optimizer, seed=derived_seed("lora", settings.seed)

@@ -54,10 +54,11 @@ from node.round.learner import derived_seed
 from node.round.own import pick_local
 from node.round.produce import Producer
 from node.round.report import RoundReport
+from node.round.sample_stats import cut_rate, format_rate, own_samples
 from node.round.state import Ballot, Judged, save_state
 from node.sampling.intake import intake_round
 from node.sampling.selection import VerifiedHistorySelection, select_external
-from node.sampling.verdicts import IntakeReport, PeerVerdict
+from node.sampling.verdicts import IntakeReport, PeerVerdict, VerifiedGroup
 from node.sampling.verify import RoundContext
 from node.tasks import build_messages
 
@@ -373,21 +374,28 @@ class SwarmNode(Producer):
         external = select_external(
             intake.groups, self.config.sampling.external_groups, rng, self.strategy
         )
-        groups = local + [
-            ScoredGroup(build_messages(g.task), list(g.texts), list(g.rewards)) for g in external
-        ]
+        groups = local + [self._peer_group(g) for g in external]
         report.local_groups, report.external_groups = len(local), len(external)
         report.external_from.update(g.peer for g in external)
         if own is not None:
             report.local_reward = own.mean_reward
+            samples = own_samples(own)
+            report.samples = samples
+            report.cut_rate, report.format_rate = cut_rate(samples), format_rate(samples)
         if not groups:
             log.info("%s: round %d: nothing to train on", self.address, round)
             return
         with report.timings.measure("train"):
             metrics = self.learner.train(groups)
-        report.trained = not metrics.skipped
-        report.loss = metrics.loss
+        report.record_step(metrics)
         self.trained_round = round
+
+    def _peer_group(self, group: VerifiedGroup) -> ScoredGroup:
+        """A peer's verified group as trained on: its ids where they are this node's tokenizer's."""
+        completions = self.learner.peer_ids.trained(group.completions, group.tokenizer)
+        return ScoredGroup(
+            build_messages(group.task), completions, list(group.rewards), origin="peer"
+        )
 
     def finish(self, round: int, report: RoundReport) -> None:
         """Checkpoints the adapter (if it learned this round) and the protocol state."""

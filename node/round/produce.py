@@ -104,10 +104,13 @@ class Producer(NodeCore):
             domain=self.exchange.domain,
             round=round,
             preset=self.preset.name,
-            model=ModelInfo(name=self.learner.model_name, adapter_digest=None),
+            model=ModelInfo(
+                name=self.learner.model_name,
+                adapter_digest=None,
+                tokenizer=self.learner.peer_ids.digest,
+            ),
             tasks=tasks,
-            texts=[g.texts for g in generated],
-            finish_reasons=[[c.finish_reason for c in g.completions] for g in generated],
+            samples=[g.completions for g in generated],
             compress=self.config.storage.compress,
         )
         _check_own_shape(encoded.batch.body, round, self.batch_shape(round))
@@ -160,7 +163,7 @@ class Producer(NodeCore):
                 exc,
             )
             return None
-        own = OwnRound.from_batch(batch, self.tasks(round))
+        own = OwnRound.from_batch(batch, self.tasks(round), trained=self.learner.peer_ids.trained)
         self._own[round] = own
         return own
 

@@ -7,6 +7,12 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from node.learning_data import StepKind, StepMetrics
+
+if TYPE_CHECKING:
+    from node.round.sample_stats import OwnSample
 
 #: Phases timed in a round. ``generate`` and ``train`` are the learning; ``wait`` is time spent
 #: idle for peers; everything else (chain, store, sign, verify, checkpoint) is protocol overhead.
@@ -64,7 +70,34 @@ class RoundReport:
     reported: int = 0  # agreements with upheld flags reported
     trained: bool = False
     loss: float | None = None
+    #: The GRPO step (``StepMetrics``): the groups it trained on ("own", "mixed", "peers";
+    #: "none": no step), the gradient norm before clipping (None: nothing computed), the mean k3
+    #: KL against the base (None when beta is 0), the own-minus-peers log-prob gap, the peers'
+    #: effective sample size and their groups a weighting rule dropped.
+    step_kind: StepKind = "none"
+    grad_norm: float | None = None
+    kl: float | None = None
+    peer_logprob_gap: float | None = None
+    peer_ess: float | None = None
+    peer_groups_dropped: int = 0
+    #: Of this node's own completions of the round (``node.round.sample_stats``): the share cut
+    #: at the token limit, the share in the strict answer format (None: finish reasons unknown,
+    #: the batch was reloaded as text), and every completion with its reward.
+    cut_rate: float | None = None
+    format_rate: float | None = None
+    samples: tuple[OwnSample, ...] = ()
     timings: Timings = field(default_factory=Timings)
+
+    def record_step(self, metrics: StepMetrics) -> None:
+        """What the GRPO step did (its loss, kind, gradient norm, KL, peers' weighting)."""
+        self.trained = not metrics.skipped
+        self.loss = metrics.loss
+        self.step_kind = metrics.kind
+        self.grad_norm = metrics.grad_norm if metrics.num_tokens else None
+        self.kl = metrics.kl
+        self.peer_logprob_gap = metrics.peer_logprob_gap
+        self.peer_ess = metrics.peer_ess
+        self.peer_groups_dropped = metrics.peer_groups_dropped
 
     def line(self) -> str:
         """The progress line ``swarm run`` prints. Its reward is a mean per completion; the

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from node.chain.models import VerdictItem
 from node.rollouts.reasons import RejectReason
+from node.rollouts.schema import Completion
 from node.tasks import TaskItem
 
 
@@ -17,13 +18,20 @@ def to_milli(reward: float) -> int:
 
 @dataclass(frozen=True)
 class VerifiedGroup:
-    """A peer's group whose every claimed reward matched this node's own score."""
+    """A peer's group whose every claimed reward matched this node's own score: the completions
+    as the batch holds them, this node's scores, and the digest of the tokenizer the batch's
+    token ids belong to (None: the batch has none)."""
 
     peer: str
     round: int
     task: TaskItem
-    texts: tuple[str, ...]
+    completions: tuple[Completion, ...]
     rewards: tuple[float, ...]
+    tokenizer: str | None = None
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(c.text for c in self.completions)
 
     @property
     def has_advantage(self) -> bool:

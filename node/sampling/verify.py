@@ -185,15 +185,25 @@ def _rescore(
     kept: list[VerifiedGroup] = []
     for group in batch.body.groups:
         task = tasks[group.task.index]
-        texts = tuple(c.text for c in group.completions)
-        # A swarm.rollouts/1 batch does not say why a completion ended: the reason is unknown.
-        scores = tuple(score_completion(task, text, finish_reason=None) for text in texts)
+        scores = tuple(
+            score_completion(task, c.text, finish_reason=c.finish_reason)
+            for c in group.completions
+        )
         matches = [to_milli(c.reward) == to_milli(s) for c, s in zip(group.completions, scores)]
         checked += len(matches)
         agreed += sum(matches)
         verified_milli += sum(to_milli(s) for s in scores)
         if all(matches):
-            kept.append(VerifiedGroup(commitment.peer, commitment.round, task, texts, scores))
+            kept.append(
+                VerifiedGroup(
+                    commitment.peer,
+                    commitment.round,
+                    task,
+                    tuple(group.completions),
+                    scores,
+                    batch.body.model.tokenizer,
+                )
+            )
     _check_bound(verified_milli, context)
     reason = None if agreed == checked else RejectReason.REWARD_MISMATCH
     detail = "" if reason is None else f"{checked - agreed} of {checked} claimed rewards wrong"

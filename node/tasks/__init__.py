@@ -9,7 +9,7 @@ Modules, one concern each:
 - ``errors``      the exception family (``TaskError`` and its subclasses)
 - ``generator``   the only module that calls reasoning-gym: generation, scorers, ``generator_id``
 - ``safe_scorers``  the scorers reviewed for untrusted answers; replacements for ones that eval
-- ``presets``     ``Preset``/``PresetEntry``, the shipped presets (``smol-easy``, ``paper``)
+- ``presets``     ``Preset``/``PresetEntry``, the shipped presets (``smol-strict``, ``paper-strict``, ``smol-easy``, ``paper``)
 - ``derivation``  item seeds, the weighted dataset draw, ``TaskItem``, ``derive_tasks``, the
                   verifier's ``check_task_matches``
 - ``scoring``     ``extract_answer`` and ``score_completion`` under the preset's rule (dataset or
@@ -21,7 +21,7 @@ Example::
     from node.chain.rounds import round_seed
     from node.tasks import build_messages, derive_tasks, get_preset, score_completion
 
-    preset = get_preset("smol-easy")
+    preset = get_preset("smol-strict")
     tasks = derive_tasks(round_seed(genesis_seed, r), "0xAbC...", preset)
     messages = build_messages(tasks[0])            # -> the policy
     reward = score_completion(tasks[0], "... <answer>7</answer>", finish_reason="stop")

@@ -5,15 +5,18 @@ rejects batches naming one it does not know (docs/PROTOCOL.md, "Presets"). The d
 below are therefore part of the protocol: change one only together with every node (rename it
 when its meaning changes).
 
-Two presets ship:
+Four presets ship, two task mixes under two scoring rules:
 
-- ``smol-easy`` (the default): easy ``basic_arithmetic`` settings for the shipped
-  SmolLM2-135M-Instruct. With three format demonstrations it scored 0.28 on one-digit addition and
-  0.06 on two-digit addition/subtraction, but ~0.01 on the default settings (docs/DESIGN.md); GRPO
-  learns only from groups whose rewards differ, so the mix sits where the base model scores
-  between ~5% and ~50%. Only measured kinds of question are in it.
-- ``paper``: the nine datasets of the published SAPO experiment with their default configs and
-  equal weights, for stronger models.
+- ``smol-strict`` (the default): easy ``basic_arithmetic`` settings for the shipped
+  SmolLM2-135M-Instruct, under the ``"strict"`` rule (1 only for a completion that stopped right
+  after one exact answer). With three format demonstrations the base model scored 0.28 on
+  one-digit addition and 0.06 on two-digit addition/subtraction, but ~0.01 on the default
+  settings (docs/DESIGN.md); GRPO learns only from groups whose rewards differ, so the mix sits
+  where the base model scores between ~5% and ~50%. Only measured kinds of question are in it.
+- ``paper-strict``: the nine datasets of the published SAPO experiment with their default configs
+  and equal weights, for stronger models, under the ``"strict"`` rule.
+- ``smol-easy`` and ``paper``: the same mixes under the ``"dataset"`` rule (partial credit, text
+  after the answer ignored): the rule of protocol v2's long run, kept to compare against it.
 """
 
 from __future__ import annotations
@@ -201,7 +204,25 @@ PAPER = Preset(
     entries=tuple(PresetEntry(dataset=name, weight=1.0) for name in PAPER_DATASETS),
 )
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in (SMOL_EASY, PAPER)}
+SMOL_STRICT = SMOL_EASY.model_copy(
+    update={
+        "name": "smol-strict",
+        "description": "smol-easy's arithmetic, scored strictly: 1 only for a clean exact answer",
+        "scoring": "strict",
+    }
+)
+
+PAPER_STRICT = PAPER.model_copy(
+    update={
+        "name": "paper-strict",
+        "description": "the paper's nine datasets, scored strictly: 1 only for a clean exact answer",
+        "scoring": "strict",
+    }
+)
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset for preset in (SMOL_STRICT, PAPER_STRICT, SMOL_EASY, PAPER)
+}
 
 
 def get_preset(name: str) -> Preset:

@@ -18,7 +18,8 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import ballot_commitment, new_salt, sort_items
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import VerdictItem
-from node.rollouts import Completion, Group, ModelInfo, encode_batch, sign_batch
+from node.learning_data import TextCompletion
+from node.rollouts import Group, ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext
@@ -28,7 +29,7 @@ from tests.chain_fixtures import TEST_CONFIG, ChainControl
 
 ETHER = 10**18
 NAMES = ("alice", "bob", "carol", "dave")
-MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
+MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None)
 #: n and G of the rounds here: the test deployment's rules (what ``swarm audit`` checks).
 TASKS_PER_ROUND, GROUP_SIZE = TEST_CONFIG.tasks_per_round, TEST_CONFIG.group_size
 
@@ -84,8 +85,9 @@ def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
             preset=DEFAULT_PRESET_NAME,
             model=MODEL,
             tasks=tasks,
-            texts=[texts_for(task.answer) for task in tasks],
-            finish_reasons=None,
+            samples=[
+                [TextCompletion(text, "stop") for text in texts_for(task.answer)] for task in tasks
+            ],
         )
         data, reward_sum = encoded.data, encoded.reward_sum_milli
         if name == cheater:
@@ -101,7 +103,7 @@ def _inflated(batch, account: LocalAccount, client: CoordinatorClient) -> tuple[
     first = groups[0]
     groups[0] = Group(
         task=first.task,
-        completions=[Completion(text=c.text, reward=1.0) for c in first.completions],
+        completions=[c.model_copy(update={"reward": 1.0}) for c in first.completions],
     )
     body = batch.body.model_copy(update={"groups": groups})
     signed = sign_batch(body, account, client.domain)

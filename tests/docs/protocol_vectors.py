@@ -27,6 +27,7 @@ from node.chain import committee, eip712
 from node.chain.abi import abi_sha256, load_abi
 from node.chain.models import VerdictItem, weighted_median_milli
 from node.chain.rounds import round_seed
+from node.learning_data import GeneratedCompletion, TextCompletion
 from node.rollouts import canonical_json, limits
 from node.rollouts.assemble import EncodedBatch, assemble_batch
 from node.rollouts.codec import ZSTD_LEVEL, ZSTD_MAGIC
@@ -41,7 +42,14 @@ from node.storage.endpoint_proof import (
     EndpointDomain,
     encode_signature,
 )
-from node.tasks import DEFAULT_PRESET_NAME, PRESETS, derive_tasks, draw_entry, generator_id
+from node.tasks import (
+    DEFAULT_PRESET_NAME,
+    PRESETS,
+    derive_tasks,
+    draw_entry,
+    generator_id,
+    score_completion,
+)
 from node.tasks.derivation import DRAW_DOMAIN
 from tests.storage.libp2p_keys import Libp2pKey
 
@@ -113,6 +121,8 @@ def limits_vector(inputs: Inputs) -> Vector:
         "max_preset_chars": limits.MAX_PRESET_CHARS,
         "max_generator_chars": limits.MAX_GENERATOR_CHARS,
         "max_task_index": limits.MAX_TASK_INDEX,
+        "max_completion_tokens": limits.MAX_COMPLETION_TOKENS,
+        "max_token_id": limits.MAX_TOKEN_ID,
         "max_uint64": limits.MAX_UINT64,
         "max_json_depth": limits.MAX_JSON_DEPTH,
         "max_int_digits": limits.MAX_INT_DIGITS,
@@ -127,6 +137,7 @@ def presets_vector(inputs: Inputs) -> Vector:
         "default": DEFAULT_PRESET_NAME,
         "presets": {
             name: {
+                "scoring": preset.scoring,
                 "tasks_per_round": preset.tasks_per_round,
                 "entries": [
                     {"dataset": e.dataset, "weight": e.weight, "config": e.config}
@@ -204,10 +215,22 @@ def build_batch(inputs: Inputs) -> EncodedBatch:
         domain=_domain(inputs),
         round=inputs["round"],
         preset=spec["preset"],
-        model=ModelInfo(name=spec["model"], adapter_digest=None),
+        model=ModelInfo(name=spec["model"], adapter_digest=None, tokenizer=spec["tokenizer"]),
         tasks=[tasks[i] for i in spec["task_indexes"]],
-        texts=spec["texts"],
-        finish_reasons=None,
+        samples=[[_sample(c) for c in group] for group in spec["completions"]],
+    )
+
+
+def _sample(spec: dict[str, Any]) -> GeneratedCompletion | TextCompletion:
+    """A completion of the inputs: sampled ids and log-probs, or a text alone."""
+    if spec["token_ids"] is None:
+        return TextCompletion(spec["text"], spec["finish_reason"])
+    logprobs = spec["logprobs"]
+    return GeneratedCompletion(
+        spec["text"],
+        tuple(spec["token_ids"]),
+        spec["finish_reason"],
+        None if logprobs is None else tuple(logprobs),
     )
 
 
@@ -360,6 +383,17 @@ def weighted_median_pairs(pairs: list[list[Any]]) -> Vector:
     return [[votes, weighted_median_milli([tuple(v) for v in votes])] for votes, _ in pairs]
 
 
+def scoring_pairs(pairs: list[list[Any]], inputs: Inputs) -> Vector:
+    """``[[text, finish_reason], [dataset, strict]]``: a completion of the inputs' task 0 scored
+    under both rules (``smol-easy`` and ``smol-strict`` derive the same tasks)."""
+    loose = derive_tasks(_round_seed(inputs), inputs["peer"], PRESETS["smol-easy"])[0]
+    strict = derive_tasks(_round_seed(inputs), inputs["peer"], PRESETS["smol-strict"])[0]
+    return [
+        [[text, why], [score_completion(t, text, finish_reason=why) for t in (loose, strict)]]
+        for (text, why), _ in pairs
+    ]
+
+
 def reasons_vector(inputs: Inputs) -> Vector:
     return [reason.value for reason in RejectReason]
 
@@ -379,11 +413,12 @@ COMPUTED: dict[str, Callable[[Inputs], Vector]] = {
     "endpoint": endpoint_vector,
 }
 
-PAIRS: dict[str, Callable[[list[list[Any]]], Vector]] = {
-    "cid": cid_pairs,
-    "canonical-json": canonical_json_pairs,
-    "milli-units": milli_unit_pairs,
-    "weighted-median": weighted_median_pairs,
+PAIRS: dict[str, Callable[[list[list[Any]], Inputs], Vector]] = {
+    "cid": lambda pairs, _: cid_pairs(pairs),
+    "canonical-json": lambda pairs, _: canonical_json_pairs(pairs),
+    "milli-units": lambda pairs, _: milli_unit_pairs(pairs),
+    "weighted-median": lambda pairs, _: weighted_median_pairs(pairs),
+    "scoring": scoring_pairs,
 }
 
 
@@ -392,7 +427,7 @@ def compute_vectors(documented: dict[str, Vector]) -> dict[str, Vector]:
     (the ``inputs`` vector, and the input column of each pair table)."""
     inputs = documented["inputs"]
     computed = {name: compute(inputs) for name, compute in COMPUTED.items()}
-    computed.update({name: compute(documented[name]) for name, compute in PAIRS.items()})
+    computed.update({name: compute(documented[name], inputs) for name, compute in PAIRS.items()})
     return computed
 
 

@@ -11,7 +11,7 @@ from node.policy.adapters import AdapterPool, LoraSettings  # noqa: E402
 from node.policy.generation import SamplingConfig, generate_from_ids  # noqa: E402
 from node.policy.model import BaseModel, encode_prompts, tiny_model  # noqa: E402
 from node.tasks import build_messages, derive_tasks, get_preset  # noqa: E402
-from node.tasks.scoring import extract_answer  # noqa: E402
+from node.tasks.scoring import strict_answer  # noqa: E402
 
 
 def test_the_held_out_set_is_fixed_and_drawn_apart_from_training() -> None:
@@ -47,6 +47,7 @@ def test_evaluation_scores_each_adapters_greedy_answers(tokenizer) -> None:  # t
             answers = generate_from_ids(
                 policy, tokenizer, prompts, num_completions=1, sampling=greedy
             )
-        tagged = sum(extract_answer(a[0].text) is not None for a in answers)
-        assert result.tasks == 8 and result.format_rate == tagged / 8
+        # the strict format: stopped, one <answer>...</answer>, nothing after it
+        formatted = sum(strict_answer(a[0].text, a[0].finish_reason) is not None for a in answers)
+        assert result.tasks == 8 and result.format_rate == formatted / 8
         assert 0.0 <= result.accuracy <= result.format_rate

@@ -23,6 +23,7 @@ from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig, with_overrides
 from node.learning_data import GeneratedCompletion, GeneratedGroup
 from node.policy.adapters import AdapterPool
+from node.policy.model import end_of_turn_id
 from node.rollouts import encode_batch, sign_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import BatchBody, Completion, Group, ModelInfo, TaskRecord, TaskSource
@@ -71,11 +72,19 @@ class AnsweringLearner(Learner):
         ]
 
     def _answered(self, sample: GeneratedCompletion, suffix: str) -> GeneratedCompletion:
-        """``sample`` as if the model had written ``suffix`` before its stop token."""
-        stop = sample.token_ids[-1:] if sample.finish_reason == "stop" else ()
-        body = sample.token_ids[: len(sample.token_ids) - len(stop)]
+        """``sample`` as if the model had written ``suffix`` and then stopped (a clean answer
+        under the strict rule); its log-probs are unknown."""
+        stopped = sample.finish_reason == "stop"
+        body = sample.token_ids[:-1] if stopped else sample.token_ids
         added = tuple(self.tokenizer(suffix, add_special_tokens=False)["input_ids"])
-        return replace(sample, text=sample.text + suffix, token_ids=body + added + stop)
+        stop = (end_of_turn_id(self.tokenizer),)
+        return replace(
+            sample,
+            text=sample.text + suffix,
+            token_ids=body + added + stop,
+            finish_reason="stop",
+            logprobs=None,
+        )
 
 
 class InflatingNode(SwarmNode):
@@ -89,14 +98,23 @@ class InflatingNode(SwarmNode):
             coordinator=self.exchange.domain.verifying_contract,
             round=round,
             peer=self.address,
-            model=ModelInfo(name=self.learner.model_name, adapter_digest=None),
+            model=ModelInfo(name=self.learner.model_name, adapter_digest=None, tokenizer=None),
             tasks=TaskSource(preset=self.preset.name, generator=generator_id()),
             groups=[
                 Group(
                     task=TaskRecord(
                         dataset=t.dataset, index=t.index, question=t.question, answer=t.answer
                     ),
-                    completions=[Completion(text=x, reward=1.0) for x in group.texts],
+                    completions=[
+                        Completion(
+                            text=c.text,
+                            reward=1.0,
+                            finish_reason=c.finish_reason,
+                            token_ids=None,
+                            logprobs=None,
+                        )
+                        for c in group.completions
+                    ],
                 )
                 for t, group in zip(tasks, generated)
             ],

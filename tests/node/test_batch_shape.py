@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from node.config import ConfigError, NodeConfig, with_overrides
-from node.learning_data import GeneratedCompletion, GeneratedGroup
+from node.learning_data import GeneratedCompletion, GeneratedGroup, TextCompletion
 from node.rollouts import RejectReason, decode_batch
 from node.round.errors import BatchShapeError
 from node.round.inprocess import InProcessSwarm
@@ -23,10 +23,20 @@ from tests.rollouts.factories import OTHER, PEER
 ROUND = 3
 
 
+class TextsOnly:
+    """No tokenizer: publishes no token ids and trains on texts."""
+
+    digest = None
+
+    def trained(self, completions: Sequence[Any], tokenizer: str | None) -> list[TextCompletion]:
+        return [TextCompletion(c.text, c.finish_reason) for c in completions]
+
+
 class ScriptedLearner:
     """Every other completion gives the reference answer; nothing to load or train."""
 
     model_name = "scripted"
+    peer_ids = TextsOnly()
 
     def generate(
         self, tasks: Sequence[TaskItem], group_size: int, *, seed: int

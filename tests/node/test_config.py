@@ -90,3 +90,50 @@ def test_an_rpc_url_that_is_not_http_is_one_error_saying_what_to_write(
     result = CliRunner().invoke(main, ["--config", str(config), "status"])
     assert result.exit_code == 1 and fix in result.output and "Traceback" not in result.output
     assert with_overrides(NodeConfig(), {"chain": {"rpc_url": "https://rpc.example.org/v1"}})
+
+
+def test_the_stability_settings_reach_the_grpo_update_and_the_adapter() -> None:
+    from node.round.factory import learner_settings
+
+    training = {"lora_targets": "attention+mlp", "beta": 0.04, "learning_rate": 3e-5}
+    training |= {"peer_weight": 0.25, "peers_only_steps": False, "peer_logprob_gap": 2.0}
+    training |= {"peer_importance": "mask", "peer_importance_cap": 4.0}
+    training |= {"peer_advantage": "positive"}
+    settings = learner_settings(parse_config({"training": training}))
+    assert settings.lora.target_modules == (
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+    )  # fmt: skip
+    assert settings.optimizer.lr == 3e-5
+    grpo = settings.grpo
+    assert (grpo.beta, grpo.peer_weight, grpo.peers_only_steps) == (0.04, 0.25, False)
+    assert (grpo.peer_logprob_gap, grpo.peer_importance, grpo.peer_importance_cap) == (
+        2.0, "mask", 4.0,
+    )  # fmt: skip
+    assert grpo.peer_advantage == "positive"
+    defaults = learner_settings(NodeConfig())
+    assert defaults.lora.target_modules == ("q_proj", "k_proj", "v_proj", "o_proj")
+    assert defaults.grpo.peer_weight == 1.0 and defaults.grpo.peer_logprob_gap is None
+    # every peer setting of the node is one of the update's, with the same default
+    from node.config import TrainingSettings
+    from node.policy.grpo import GRPOConfig
+
+    for name, field in TrainingSettings.model_fields.items():
+        if name.startswith("peer"):
+            assert field.default == GRPOConfig.model_fields[name].default, name
+
+
+@pytest.mark.parametrize(
+    ("training", "where"),
+    [
+        ({"lora_targets": "mlp"}, "training.lora_targets"),
+        ({"peer_weight": 0.0}, "training.peer_weight"),
+        ({"peer_weight": 1.5}, "training.peer_weight"),
+        ({"peer_logprob_gap": -1.0}, "training.peer_logprob_gap"),
+        ({"peer_importance": "clip"}, "training.peer_importance"),
+        ({"peer_importance_cap": 1.0}, "training.peer_importance_cap"),
+        ({"peer_advantage": "negative"}, "training.peer_advantage"),
+    ],
+)
+def test_a_bad_stability_setting_names_its_key(training: dict[str, object], where: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(where)):
+        parse_config({"training": training})

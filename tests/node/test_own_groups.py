@@ -1,4 +1,5 @@
-"""A node's own groups from generation to training: sampled ids when fresh, texts after a restart.
+"""A node's own groups from generation to training: sampled ids when fresh, and after a restart
+the ids its batch published.
 
 What the GRPO step then makes of each form is tested in tests/policy/test_trained_ids.py.
 """
@@ -14,7 +15,12 @@ pytest.importorskip("peft")
 
 from transformers import PreTrainedTokenizerBase  # noqa: E402
 
-from node.learning_data import GeneratedCompletion, GeneratedGroup, ScoredGroup  # noqa: E402
+from node.learning_data import (  # noqa: E402
+    GeneratedCompletion,
+    GeneratedGroup,
+    ScoredGroup,
+    TextCompletion,
+)
 from node.policy.adapters import AdapterPool  # noqa: E402
 from node.policy.generation import SamplingConfig  # noqa: E402
 from node.policy.grpo import GRPOConfig  # noqa: E402
@@ -28,7 +34,9 @@ from node.tasks import (  # noqa: E402
     derive_tasks,
     get_preset,
 )
-from tests.rollouts.factories import PEER, make_batch  # noqa: E402
+from node.rollouts import ModelInfo, SignedBatch, decode_batch  # noqa: E402
+from node.rollouts.assemble import assemble_batch  # noqa: E402
+from tests.rollouts.factories import DOMAIN, PEER  # noqa: E402
 
 GROUP_SIZE = 4
 
@@ -68,18 +76,56 @@ def test_fresh_own_groups_are_trained_on_as_sampled(
     assert not metrics.skipped and metrics.num_sequences == GROUP_SIZE
 
 
-def test_own_groups_reloaded_from_the_store_are_texts_like_a_peers() -> None:
-    round_tasks = tasks(2)
-    batch = make_batch(groups=2, group_size=3)  # its groups answer tasks 0 and 1
+def publish(learner: Learner, round_tasks: list[TaskItem], *, with_ids: bool) -> SignedBatch:
+    """The node's batch of fresh samples, through the producer's path, as the store returns it."""
+    generated = learner.generate(round_tasks, GROUP_SIZE, seed=3)
+    encoded = assemble_batch(
+        account=PEER,
+        domain=DOMAIN,
+        round=7,
+        preset=DEFAULT_PRESET_NAME,
+        model=ModelInfo(
+            name="tiny", adapter_digest=None, tokenizer=learner.peer_ids.digest if with_ids else None
+        ),
+        tasks=round_tasks,
+        samples=[g.completions for g in generated],
+    )
+    return decode_batch(encoded.data)
 
-    own = OwnRound.from_batch(batch, round_tasks)
+
+def test_own_groups_reloaded_from_the_store_are_trained_on_as_sampled(learner: Learner) -> None:
+    round_tasks = tasks(2)
+    batch = publish(learner, round_tasks, with_ids=True)
+
+    own = OwnRound.from_batch(batch, round_tasks, trained=learner.peer_ids.trained)
     groups = own.scored_groups()
 
     assert own.generated is None
     for group, task, stored in zip(groups, round_tasks, batch.body.groups, strict=True):
         assert group.prompt == build_messages(task)
-        assert group.completions == [c.text for c in stored.completions]
+        assert [(c.text, list(c.token_ids), c.finish_reason) for c in group.completions] == [
+            (c.text, c.token_ids, c.finish_reason) for c in stored.completions
+        ]
         assert list(group.rewards) == [c.reward for c in stored.completions]
+
+
+def test_own_groups_reloaded_without_ids_are_texts_with_their_finish_reasons(
+    learner: Learner,
+) -> None:
+    round_tasks = tasks(2)
+    batch = publish(learner, round_tasks, with_ids=False)
+
+    own = OwnRound.from_batch(batch, round_tasks, trained=learner.peer_ids.trained)
+
+    for group, stored in zip(own.scored_groups(), batch.body.groups, strict=True):
+        assert group.completions == [
+            TextCompletion(c.text, c.finish_reason) for c in stored.completions
+        ]
+
+
+def test_an_own_round_has_exactly_one_source() -> None:
+    with pytest.raises(ValueError, match="either generated or reloaded"):
+        OwnRound(tasks=tuple(tasks(1)), texts=(("five",),), rewards=((1.0,),))
 
 
 def test_an_own_round_refuses_samples_that_are_not_its_texts() -> None:

@@ -19,6 +19,7 @@ from node.round.ballots import (
     seats,
     settleable,
 )
+from node.learning_data import TextCompletion
 from node.round.own import OwnRound, pick_local
 from node.round.state import Ballot, Judged
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
@@ -141,7 +142,8 @@ def test_a_cached_verdict_is_a_ballot_item_when_it_checked_something(
 def own_round(rewards: list[tuple[float, ...]]) -> OwnRound:
     tasks = derive_tasks(b"\x07" * 32, SUBJECTS[0], get_preset(DEFAULT_PRESET_NAME))[: len(rewards)]
     texts = tuple(tuple(f"t{i}" for i in range(len(r))) for r in rewards)
-    return OwnRound(tasks=tuple(tasks), texts=texts, rewards=tuple(rewards))
+    reloaded = tuple(tuple(TextCompletion(t, "stop") for t in group) for group in texts)
+    return OwnRound(tasks=tuple(tasks), texts=texts, rewards=tuple(rewards), reloaded=reloaded)
 
 
 def test_local_groups_are_those_with_a_learning_signal() -> None:

@@ -132,7 +132,30 @@ def test_a_stop_token_ends_only_its_own_sequence(chatty, tokenizer) -> None:
     assert stopped[0][0].token_ids == short[:cut]  # the stop token is kept in the ids...
     assert stopped[0][0].finish_reason == "stop"
     assert stopped[0][0].text == tok.decode(list(short[: cut - 1]))  # ...but not in the text
-    assert stopped[1][0] == free[1][0]
+    alone, beside = stopped[1][0], free[1][0]
+    assert (alone.text, alone.token_ids, alone.finish_reason) == (
+        beside.text,
+        beside.token_ids,
+        beside.finish_reason,
+    )
+    # the log-probs only within float rounding: a smaller batch sums in another order
+    assert alone.logprobs == pytest.approx(beside.logprobs, abs=1e-4)
+
+
+def test_sampled_log_probs_are_the_policys_log_probs_of_the_ids(chatty, tokenizer) -> None:
+    """What a batch publishes as the sampler's log-probs: log softmax(logits / T) of each sampled
+    id, as a full forward pass over prompt + completion computes them."""
+    model, tok = chatty, tokenizer
+    prompt = encode_prompts(tok, [SHORT])[0]
+    sampling = SamplingConfig(max_new_tokens=6, temperature=0.7)
+    (group,) = generate_from_ids(model, tok, [prompt], num_completions=3, sampling=sampling, seed=5)
+    for completion in group:
+        ids = torch.tensor([prompt + list(completion.token_ids)])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / 0.7
+        expected = logits.log_softmax(-1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
+        assert completion.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+        assert all(lp <= 0 for lp in completion.logprobs)
 
 
 def test_end_of_turn_is_a_default_stop(tiny_base) -> None:

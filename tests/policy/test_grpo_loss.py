@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from node.learning_data import TextCompletion  # noqa: E402
 from node.policy.grpo import (  # noqa: E402
     GRPOConfig,
     ScoredGroup,
@@ -52,7 +53,7 @@ def test_groups_without_signal_have_zero_advantage(rewards: list[float]) -> None
 
 def test_a_group_needs_one_reward_per_completion() -> None:
     with pytest.raises(ValueError, match="one reward per completion"):
-        ScoredGroup([1, 2], ["a", "b"], [1.0])
+        ScoredGroup([1, 2], [TextCompletion("a", "stop"), TextCompletion("b", "stop")], [1.0])
 
 
 # ---------------------------------------------------------------- clipped surrogate
@@ -178,8 +179,21 @@ def test_collate_masks_prompt_and_padding() -> None:
 def test_completion_tokens_end_the_turn(tokenizer) -> None:  # type: ignore[no-untyped-def]
     eos = tokenizer.eos_token_id
     words = tokenizer("<answer>4</answer>", add_special_tokens=False)["input_ids"]
-    assert completion_token_ids("<answer>4</answer>", tokenizer, 64) == words + [eos]
-    assert completion_token_ids("", tokenizer, 64) == [eos]  # empty: just the end of turn
+    stopped = TextCompletion("<answer>4</answer>", "stop")
+    assert completion_token_ids(stopped, tokenizer, 64) == words + [eos]
+    # empty: just the end of turn
+    assert completion_token_ids(TextCompletion("", "stop"), tokenizer, 64) == [eos]
+
+
+def test_a_cut_text_gets_no_end_of_turn_whatever_its_length(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    words = tokenizer("<answer>4</answer>", add_special_tokens=False)["input_ids"]
+    cut = TextCompletion("<answer>4</answer>", "length")
+    assert completion_token_ids(cut, tokenizer, 64) == words  # shorter than the limit: no guess
+
+
+def test_a_bare_string_is_refused(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match="TextCompletion"):
+        completion_token_ids("<answer>4</answer>", tokenizer, 64)  # type: ignore[arg-type]
 
 
 def test_completions_end_with_the_turns_end_even_when_eos_differs(tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -188,11 +202,12 @@ def test_completions_end_with_the_turns_end_even_when_eos_differs(tokenizer) -> 
     other.eos_token = "<|endoftext|>"
     end_of_turn = other.convert_tokens_to_ids("<|im_end|>")
     assert other.eos_token_id != end_of_turn
-    assert completion_token_ids("<answer>4</answer>", other, 64)[-1] == end_of_turn
+    stopped = TextCompletion("<answer>4</answer>", "stop")
+    assert completion_token_ids(stopped, other, 64)[-1] == end_of_turn
 
 
 def test_overlong_completion_is_cut_without_an_end(tokenizer) -> None:  # type: ignore[no-untyped-def]
-    ids = completion_token_ids("word " * 100, tokenizer, 16)
+    ids = completion_token_ids(TextCompletion("word " * 100, "stop"), tokenizer, 16)
     assert len(ids) == 16 and tokenizer.eos_token_id not in ids
 
 

@@ -21,9 +21,10 @@ from node.policy.grpo import (  # noqa: E402
     trainable_parameters,
 )
 from node.policy.model import BaseModel, tiny_model  # noqa: E402
+from tests.policy.texts import stopped  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is 2 + 2? Answer in <answer></answer> tags."}]
-ANSWERS = ["<answer>4</answer>", "<answer>5</answer>", "4", "I do not know, sorry.", "", "22"]
+ANSWERS = stopped(["<answer>4</answer>", "<answer>5</answer>", "4", "I do not know, sorry.", "", "22"])
 REWARDS = [1.0, 0.0, 0.5, 0.0, 0.0, 0.0]
 
 
@@ -61,7 +62,7 @@ def groups() -> list[ScoredGroup]:
     other = [{"role": "user", "content": "Say hi."}]
     return [
         ScoredGroup(QUESTION, ANSWERS, REWARDS),
-        ScoredGroup(other, ["hi", "hello there", "bye"], [1.0, 1.0, 0.0]),
+        ScoredGroup(other, stopped(["hi", "hello there", "bye"]), [1.0, 1.0, 0.0]),
     ]
 
 
@@ -120,7 +121,7 @@ def test_all_equal_rewards_make_no_update(policy, tokenizer) -> None:  # type: i
     flat = [
         ScoredGroup(QUESTION, ANSWERS[:3], [1.0, 1.0, 1.0]),
         ScoredGroup(QUESTION, ANSWERS[3:], [0.0, 0.0, 0.0]),
-        ScoredGroup(QUESTION, ["<answer>4</answer>"], [1.0]),  # one completion: no signal
+        ScoredGroup(QUESTION, stopped(["<answer>4</answer>"]), [1.0]),  # one: no signal
     ]
     metrics = trainer.step(flat)
     assert metrics.skipped and metrics.num_tokens == 0 and metrics.num_groups == 0
@@ -132,14 +133,18 @@ def test_all_equal_rewards_make_no_update(policy, tokenizer) -> None:  # type: i
 
 
 def test_groups_without_signal_are_dropped_from_a_mixed_batch(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
-    mixed = [*groups(), ScoredGroup(QUESTION, ["a", "b"], [0.3, 0.3]), ScoredGroup([5], ["a"], [1])]
+    mixed = [
+        *groups(),
+        ScoredGroup(QUESTION, stopped(["a", "b"]), [0.3, 0.3]),
+        ScoredGroup([5], stopped(["a"]), [1]),
+    ]
     metrics = make_trainer(policy, tokenizer).step(mixed)
     assert metrics.num_groups == 2 and metrics.num_sequences == 9 and not metrics.skipped
 
 
 def test_empty_and_overlong_completions(policy, tokenizer) -> None:  # type: ignore[no-untyped-def]
     four = len(tokenizer("4", add_special_tokens=False)["input_ids"])
-    group = ScoredGroup(QUESTION, ["", "4", "four " * 200], [1.0, 0.0, 0.5])
+    group = ScoredGroup(QUESTION, stopped(["", "4", "four " * 200]), [1.0, 0.0, 0.5])
     metrics = make_trainer(policy, tokenizer, max_completion_tokens=16).step([group])
     # empty: one end-of-turn token; "4": its tokens + end of turn; the long one: cut at 16
     assert metrics.num_tokens == 1 + (four + 1) + 16

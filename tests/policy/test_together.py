@@ -33,6 +33,7 @@ from node.policy.grpo import (
     train_together,
 )
 from node.policy.model import BaseModel, encode_prompts, tiny_model
+from tests.policy.texts import stopped
 from node.policy.precision import describe, frozen_linear_as, resolve_precision
 from node.policy.prefill import cluster_prefixes, prefill
 from node.policy.prompt_sharing import shared_prompt_hidden
@@ -66,7 +67,7 @@ def node_groups(tokenizer, node: int) -> list[ScoredGroup]:  # type: ignore[no-u
     return [
         ScoredGroup(
             conversation(q),
-            [a * (1 + (k + node) % 2) for k, a in enumerate(answers)],
+            stopped([a * (1 + (k + node) % 2) for k, a in enumerate(answers)]),
             rewards if j % 2 == 0 else list(reversed(rewards)),
         )
         for j, q in enumerate(QUESTIONS[node:] + QUESTIONS[:node])

@@ -25,7 +25,12 @@ from peft import PeftModel  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast  # noqa: E402
 
-from node.learning_data import GeneratedCompletion, GeneratedGroup, ScoredGroup  # noqa: E402
+from node.learning_data import (  # noqa: E402
+    GeneratedCompletion,
+    GeneratedGroup,
+    ScoredGroup,
+    TextCompletion,
+)
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings  # noqa: E402
 from node.policy.errors import ModelLoadError  # noqa: E402
 from node.policy.generation import SamplingConfig, generate_from_ids, generate_groups  # noqa: E402
@@ -190,7 +195,7 @@ def test_a_non_canonical_sample_keeps_its_ids(tokenizer: PreTrainedTokenizerBase
     stopped = GeneratedCompletion(text, (*split, eot), "stop")
     cut = GeneratedCompletion(text, tuple(split), "length")
     prompt = encode_prompts(tokenizer, PROMPTS[:1])[0]
-    groups = [ScoredGroup(prompt, [stopped, cut, text], [1.0, 0.0, 0.5])]
+    groups = [ScoredGroup(prompt, [stopped, cut, TextCompletion(text, "stop")], [1.0, 0.0, 0.5])]
 
     assert completion_ids(groups, tokenizer, MAX_TOKENS) == [
         [*split, eot],  # as sampled, with its stop token
@@ -203,7 +208,7 @@ def test_an_own_sample_longer_than_max_completion_tokens_is_cut(
     tokenizer: PreTrainedTokenizerBase,
 ) -> None:
     sample = GeneratedCompletion("x", tuple(range(100, 112)), "length")
-    groups = [ScoredGroup([1, 2], [sample, "y"], [1.0, 0.0])]
+    groups = [ScoredGroup([1, 2], [sample, TextCompletion("y", "stop")], [1.0, 0.0])]
     assert completion_ids(groups, tokenizer, 5)[0] == [100, 101, 102, 103, 104]
 
 
@@ -214,7 +219,8 @@ def test_peer_texts_are_tokenised_once_with_the_nodes_tokenizer(
     policy: PeftModel, tokenizer: PreTrainedTokenizerBase
 ) -> None:
     eot, vocab = end_of_turn_id(tokenizer), tokenizer.get_vocab()
-    texts = ["<answer>4</answer>", "four", "", "many words " * 10]
+    ended = [("<answer>4</answer>", "stop"), ("four", "length"), ("", "stop")]
+    texts = [TextCompletion(t, r) for t, r in [*ended, ("many words " * 10, "stop")]]
     own = GeneratedGroup(
         tuple(encode_prompts(tokenizer, PROMPTS[1:])[0]),
         (
@@ -227,9 +233,12 @@ def test_peer_texts_are_tokenised_once_with_the_nodes_tokenizer(
     rows = trained_rows(policy, tokenizer, groups)
 
     prompt = encode_prompts(tokenizer, PROMPTS[:1])[0]
-    words = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    words = [tokenizer(t.text, add_special_tokens=False)["input_ids"] for t in texts]
     assert len(words[3]) > MAX_TOKENS
-    expected = [prompt + w + [eot] for w in words[:3]] + [prompt + words[3][:MAX_TOKENS]]
+    # stopped: its tokens and end-of-turn; cut ("length"): nothing appended, whatever its length;
+    # longer than max_completion_tokens: cut there, losing the end-of-turn
+    expected = [prompt + words[0] + [eot], prompt + words[1], prompt + [eot]]
+    expected += [prompt + words[3][:MAX_TOKENS]]
     expected += [list(own.prompt_ids) + list(c.token_ids) for c in own.completions]
     assert rows == expected
 
@@ -248,8 +257,8 @@ def test_text_from_a_model_with_another_tokenizer_is_trained_on(
         (group,) = generate_groups(
             model, sender, PROMPTS[:1], num_completions=4, sampling=sampling, seed=3
         )
-    texts = list(group.texts)
-    assert any(texts), texts
+    texts = [TextCompletion(c.text, c.finish_reason) for c in group.completions]
+    assert any(t.text for t in texts), texts
 
     pool = make_pool(receiver, "receiver")
     with pool.activate("node") as policy:
@@ -258,11 +267,10 @@ def test_text_from_a_model_with_another_tokenizer_is_trained_on(
         after = trainable_parameters(policy)
 
     prompt = encode_prompts(receiver, PROMPTS[:1])[0]
-    encoded = [receiver(t, add_special_tokens=False)["input_ids"] for t in texts]
     eot = end_of_turn_id(receiver)
-    expected = [
-        prompt + (ids[:MAX_TOKENS] if len(ids) >= MAX_TOKENS else ids + [eot]) for ids in encoded
-    ]
+    encoded = [receiver(t.text, add_special_tokens=False)["input_ids"] for t in texts]
+    ended = [ids + [eot] if t.finish_reason == "stop" else ids for t, ids in zip(texts, encoded)]
+    expected = [prompt + ids[:MAX_TOKENS] for ids in ended]
     assert rows == expected
     assert [list(c.token_ids) for c in group.completions] != [r[len(prompt) :] for r in expected]
     assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True))

@@ -40,18 +40,33 @@ def make_body(
         round=round,
         peer=peer,
         model=ModelInfo(
-            name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest="0x" + "ab" * 32
+            name="HuggingFaceTB/SmolLM2-135M-Instruct",
+            adapter_digest="0x" + "ab" * 32,
+            tokenizer="0x" + "cd" * 32,
         ),
         tasks=TaskSource(preset="easy-arithmetic", generator="reasoning-gym==0.1.25"),
         groups=[
             Group(
                 task=TaskRecord(dataset="basic_arithmetic", index=i, question=question, answer="2"),
-                completions=[
-                    Completion(text=f"{text} #{j}", reward=(j % 3) / 2) for j in range(group_size)
-                ],
+                completions=[make_completion(f"{text} #{j}", (j % 3) / 2, j) for j in range(group_size)],
             )
             for i in range(groups)
         ],
+    )
+
+
+def make_completion(text: str, reward: float, j: int = 0) -> Completion:
+    """Even ``j``: stopped, with token ids and log-probs; odd ``j``: cut, text only."""
+    if j % 2:
+        return Completion(
+            text=text, reward=reward, finish_reason="length", token_ids=None, logprobs=None
+        )
+    return Completion(
+        text=text,
+        reward=reward,
+        finish_reason="stop",
+        token_ids=[17, 4, 2 + j],
+        logprobs=[-0.5, -1.25, 0.0],
     )
 
 

@@ -185,9 +185,27 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 # --- unknown_schema ---
 
 
-@pytest.mark.parametrize("schema", ["swarm.rollouts/2", 1, None, ["swarm.rollouts/1"]])
+@pytest.mark.parametrize(
+    "schema", ["swarm.rollouts/1", "swarm.rollouts/3", 1, None, ["swarm.rollouts/2"]]
+)
 def test_unknown_schema(schema: object) -> None:
     rejected(edited(lambda d: d["body"].update(schema=schema)), RejectReason.UNKNOWN_SCHEMA)
+
+
+def test_a_v1_batch_is_an_unknown_schema() -> None:
+    """A ``swarm.rollouts/1`` batch (no finish reasons, no tokenizer) is not judged: it cannot be
+    scored under the strict rule, and its publisher is not at fault for speaking v1."""
+
+    def as_v1(document: dict) -> None:
+        body = document["body"]
+        body["schema"] = "swarm.rollouts/1"
+        del body["model"]["tokenizer"]
+        for group in body["groups"]:
+            for completion in group["completions"]:
+                for key in ("finish_reason", "token_ids", "logprobs"):
+                    del completion[key]
+
+    rejected(edited(as_v1), RejectReason.UNKNOWN_SCHEMA)
 
 
 def test_missing_schema() -> None:
@@ -277,6 +295,8 @@ def test_group_size() -> None:
         DATA.replace(b'"dataset":"basic', b'"dataset":"\\u0062asic', 1),
         DATA.replace(b"</answer>", b"<\\/answer>", 1),
         DATA.replace(b"#0", b"\\u00230", 1),
+        DATA.replace(b'"logprobs":[-0.5,-1.25,0.0]', b'"logprobs":[-0.5,-1.25,0]', 1),
+        DATA.replace(b'"logprobs":[-0.5,-1.25,0.0]', b'"logprobs":[-0.5,-1.25,-0.0]', 1),
     ],
 )
 def test_not_canonical(data: bytes) -> None:

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from node.rollouts import BatchBody, Completion, Group, ModelInfo, SignedBatch, TaskRecord, limits
-from tests.rollouts.factories import COORDINATOR, PEER, make_batch, make_body
+from tests.rollouts.factories import COORDINATOR, PEER, make_batch, make_body, make_completion
 
 TASK = TaskRecord(dataset="basic_arithmetic", index=0, question="1+1?", answer="2")
 
@@ -23,7 +23,7 @@ def error_types(excinfo: pytest.ExceptionInfo[ValidationError]) -> set[str]:
 
 def test_valid_body_properties() -> None:
     body = make_body(groups=3, group_size=5)
-    assert body.schema_ == "swarm.rollouts/1"
+    assert body.schema_ == "swarm.rollouts/2"
     assert (body.group_size, body.completion_count) == (5, 15)
     assert body.reward_sum_milli == 3 * (0 + 500 + 1000 + 0 + 500)
 
@@ -47,14 +47,24 @@ def test_models_are_frozen() -> None:
         {"peer": PEER.address.upper().replace("0X", "0x")},
         {"coordinator": COORDINATOR[:-1]},
         {"coordinator": 5},
-        {"schema": "swarm.rollouts/2"},
+        {"schema": "swarm.rollouts/1"},
         {"groups": []},
         {"extra": 1},
-        {"model": {"name": "m", "adapter_digest": "0x" + "AB" * 32}},
-        {"model": {"name": "m", "adapter_digest": "0x" + "ab" * 31}},
-        {"model": {"name": "m"}},
-        {"model": {"name": "", "adapter_digest": None}},
-        {"model": {"name": "m" * (limits.MAX_MODEL_NAME_CHARS + 1), "adapter_digest": None}},
+        {"model": {"name": "m", "adapter_digest": "0x" + "AB" * 32, "tokenizer": None}},
+        {"model": {"name": "m", "adapter_digest": "0x" + "ab" * 31, "tokenizer": None}},
+        {"model": {"name": "m", "tokenizer": None}},
+        {"model": {"name": "m", "adapter_digest": None}},
+        {"model": {"name": "m", "adapter_digest": None, "tokenizer": "0x" + "cd" * 31}},
+        # the factory's completions carry token ids: they need the tokenizer's digest
+        {"model": {"name": "m", "adapter_digest": None, "tokenizer": None}},
+        {"model": {"name": "", "adapter_digest": None, "tokenizer": None}},
+        {
+            "model": {
+                "name": "m" * (limits.MAX_MODEL_NAME_CHARS + 1),
+                "adapter_digest": None,
+                "tokenizer": None,
+            }
+        },
         {"tasks": {"preset": "", "generator": "g"}},
         {"tasks": {"preset": "p" * (limits.MAX_PRESET_CHARS + 1), "generator": "g"}},
         {"tasks": {"preset": "p", "generator": "g" * (limits.MAX_GENERATOR_CHARS + 1)}},
@@ -65,40 +75,85 @@ def test_body_rejects(changes: dict) -> None:
         BatchBody.model_validate(body_fields(**changes), strict=True)
 
 
+def completion(**changes: object) -> dict:
+    fields = {
+        "text": "x",
+        "reward": 0.5,
+        "finish_reason": "stop",
+        "token_ids": [5, 2],
+        "logprobs": [-0.5, -1.0],
+    }
+    fields.update(changes)
+    return {k: v for k, v in fields.items() if v != "omit"}
+
+
 @pytest.mark.parametrize(
-    "completion",
+    "fields",
     [
-        {"text": "x", "reward": 1.5},
-        {"text": "x", "reward": -0.1},
-        {"text": "x", "reward": float("nan")},
-        {"text": "x", "reward": float("inf")},
-        {"text": "x", "reward": "0.5"},
-        {"text": "x", "reward": True},
-        {"text": "x", "reward": None},
-        {"text": 5, "reward": 0.5},
-        {"text": "x" * (limits.MAX_COMPLETION_CHARS + 1), "reward": 0.5},
-        {"text": "lone \ud800", "reward": 0.5},
-        {"text": "x"},
-        {"text": "x", "reward": 0.5, "logprob": -1.0},
+        completion(reward=1.5),
+        completion(reward=-0.1),
+        completion(reward=float("nan")),
+        completion(reward=float("inf")),
+        completion(reward="0.5"),
+        completion(reward=True),
+        completion(reward=None),
+        completion(text=5),
+        completion(text="x" * (limits.MAX_COMPLETION_CHARS + 1)),
+        completion(text="lone \ud800"),
+        completion(reward="omit"),
+        completion(logprob=-1.0),
+        completion(finish_reason="omit"),
+        completion(finish_reason=None),
+        completion(finish_reason="eos"),
+        completion(finish_reason="STOP"),
+        completion(token_ids="omit"),
+        completion(logprobs="omit"),
+        completion(token_ids=[]),
+        completion(token_ids=[-1, 2]),
+        completion(token_ids=[2**32, 2]),
+        completion(token_ids=[1.0, 2]),
+        completion(token_ids=[True, 2]),
+        completion(token_ids=[1] * (limits.MAX_COMPLETION_TOKENS + 1), logprobs=None),
+        completion(logprobs=[-0.5]),  # one per token id
+        completion(logprobs=[-0.5, 0.1]),  # a log-prob is at most 0
+        completion(logprobs=[-0.5, float("-inf")]),
+        completion(logprobs=[-0.5, float("nan")]),
+        completion(token_ids=None),  # log-probs without ids
     ],
 )
-def test_completion_rejects(completion: dict) -> None:
+def test_completion_rejects(fields: dict) -> None:
     with pytest.raises(ValidationError):
-        Completion.model_validate(completion, strict=True)
+        Completion.model_validate(fields, strict=True)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        completion(),
+        completion(finish_reason="length"),
+        completion(logprobs=None),
+        completion(token_ids=None, logprobs=None),
+        completion(token_ids=[limits.MAX_TOKEN_ID, 0]),
+    ],
+)
+def test_completion_accepts(fields: dict) -> None:
+    parsed = Completion.model_validate(fields, strict=True)
+    assert parsed.model_dump() == fields
 
 
 def test_completion_limits_count_characters_not_bytes() -> None:
     text = "😀" * limits.MAX_COMPLETION_CHARS  # 4 bytes each in UTF-8
-    assert Completion(text=text, reward=0.5).text == text
+    assert make_completion(text, 0.5).text == text
 
 
-def test_zero_reward_is_normalised() -> None:
-    assert str(Completion(text="", reward=-0.0).reward) == "0.0"
+def test_zero_reward_and_log_prob_are_normalised() -> None:
+    parsed = Completion.model_validate(completion(reward=-0.0, logprobs=[-0.0, -1.0]), strict=True)
+    assert (str(parsed.reward), str(parsed.logprobs[0])) == ("0.0", "0.0")
 
 
 def test_int_reward_is_read_as_float() -> None:
     # Accepted by the model; decode_batch still rejects "1" for "1.0" as not canonical.
-    assert Completion.model_validate({"text": "", "reward": 1}, strict=True).reward == 1.0
+    assert Completion.model_validate(completion(reward=1), strict=True).reward == 1.0
 
 
 @pytest.mark.parametrize(
@@ -136,7 +191,7 @@ def test_task_rejects(task: dict) -> None:
 
 
 def test_group_completion_counts() -> None:
-    one = Completion(text="", reward=0.0)
+    one = make_completion("", 0.0)
     Group(task=TASK, completions=[one] * limits.MAX_COMPLETIONS_PER_GROUP)
     for count in (0, limits.MAX_COMPLETIONS_PER_GROUP + 1):
         with pytest.raises(ValidationError):
@@ -165,6 +220,7 @@ def test_signature_form(signature: object) -> None:
         SignedBatch(body=make_body(), signature=signature)  # type: ignore[arg-type]
 
 
-def test_adapter_digest_may_be_null() -> None:
-    assert ModelInfo(name="m", adapter_digest=None).adapter_digest is None
+def test_adapter_and_tokenizer_digests_may_be_null() -> None:
+    info = ModelInfo(name="m", adapter_digest=None, tokenizer=None)
+    assert (info.adapter_digest, info.tokenizer) == (None, None)
     assert make_batch().body.model.adapter_digest == "0x" + "ab" * 32

@@ -7,6 +7,7 @@ from eth_utils import keccak
 
 from node.chain.eip712 import Domain, sign_rollout_batch
 from node.chain.events import RolloutsPublished
+from node.learning_data import TextCompletion
 from node.rollouts import (
     Group,
     ModelInfo,
@@ -22,7 +23,7 @@ from node.rollouts.limits import MAX_COMPLETIONS_PER_GROUP
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
 
 ROUND = 5
-MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None)
+MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None)
 #: The round's rules of shape here: every task of the default preset (n), G completions each.
 TASKS_PER_ROUND = get_preset(DEFAULT_PRESET_NAME).tasks_per_round
 GROUP_SIZE = 4
@@ -43,6 +44,11 @@ def mixed_texts(task: TaskItem, group_size: int = GROUP_SIZE) -> list[str]:
     return [right if i % 2 == 0 else wrong for i in range(group_size)]
 
 
+def stopped(texts: list[str]) -> list[TextCompletion]:
+    """Completions that ended with a stop token, known by their text (no token ids)."""
+    return [TextCompletion(text, "stop") for text in texts]
+
+
 def honest_batch(
     account: LocalAccount, domain: Domain, round: int = ROUND, *, group_size: int = GROUP_SIZE
 ) -> EncodedBatch:
@@ -55,8 +61,7 @@ def honest_batch(
         preset=DEFAULT_PRESET_NAME,
         model=MODEL,
         tasks=tasks,
-        texts=[mixed_texts(task, group_size) for task in tasks],
-        finish_reasons=None,
+        samples=[stopped(mixed_texts(task, group_size)) for task in tasks],
     )
 
 
@@ -118,7 +123,7 @@ def oversized_batch(
     text = "x" * 8000 + " <answer>{}</answer>"
     groups = [
         score_group(
-            task, [text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP, finish_reasons=None
+            task, stopped([text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP)
         )
         for task in tasks
     ]

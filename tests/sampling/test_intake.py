@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node.rollouts import Completion, Group, RejectReason, TaskRecord, encode_batch, sign_batch
+from node.rollouts import Group, RejectReason, TaskRecord, encode_batch, sign_batch
 from node.rollouts.limits import MAX_BATCH_BYTES, MAX_FETCH_BYTES
 from node.sampling.fetch import fetch_batches
 from node.sampling.intake import intake_round
@@ -27,6 +27,7 @@ from tests.sampling.batches import (
     commitment_for,
     honest_batch,
     oversized_batch,
+    republished,
     resign,
     round_seed,
     tasks_for,
@@ -110,7 +111,10 @@ def test_questions_swapped_for_easy_ones_are_flagged(store: LocalStore) -> None:
             task=TaskRecord(
                 dataset=g.task.dataset, index=g.task.index, question="What is 1 + 1?", answer="2"
             ),
-            completions=[Completion(text="<answer>2</answer>", reward=1.0)] * len(g.completions),
+            completions=[
+                g.completions[0].model_copy(update={"text": "<answer>2</answer>", "reward": 1.0})
+            ]
+            * len(g.completions),
         )
         for g in encoded.batch.body.groups
     ]
@@ -132,7 +136,7 @@ def test_inflated_rewards_are_counted_per_completion(store: LocalStore) -> None:
     encoded = honest_batch(PEER, DOMAIN)
     groups = list(encoded.batch.body.groups)
     first = groups[0]
-    inflated = [Completion(text=c.text, reward=1.0) for c in first.completions]
+    inflated = [c.model_copy(update={"reward": 1.0}) for c in first.completions]
     groups[0] = Group(task=first.task, completions=inflated)
     data = with_groups(encoded.batch, groups, PEER, DOMAIN)
     wrong_claims = sum(1 for c in first.completions if c.reward < 1.0)
@@ -151,6 +155,32 @@ def test_inflated_rewards_are_counted_per_completion(store: LocalStore) -> None:
     assert verdict.verified_reward_milli == encoded.reward_sum_milli  # our scores, not the claims
     assert len(verdict.groups) == encoded.groups - 1  # only the inflated group is dropped
     assert verdict.item().is_flag
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        pytest.param(lambda c: {"finish_reason": "length"}, id="cut, yet claimed 1"),
+        pytest.param(lambda c: {"text": c.text + "</answer></answer>"}, id="junk tail"),
+        pytest.param(lambda c: {"text": c.text + " " + c.text}, id="answered twice"),
+    ],
+)
+def test_a_strict_batch_pays_only_clean_stops(store: LocalStore, forge) -> None:  # type: ignore[no-untyped-def]
+    """Under smol-strict a right answer claimed 1.0 is re-scored with the batch's finish reason:
+    cut, followed by junk, or repeated, it earns 0 and the claim is flagged."""
+    encoded = honest_batch(PEER, DOMAIN)
+    assert encoded.batch.body.tasks.preset == "smol-strict"
+    groups = list(encoded.batch.body.groups)
+    first = groups[0]
+    right = next(i for i, c in enumerate(first.completions) if c.reward == 1.0)
+    completions = list(first.completions)
+    completions[right] = completions[right].model_copy(update=forge(completions[right]))
+    groups[0] = Group(task=first.task, completions=completions)
+    data, commitment = republished(encoded.batch, groups, PEER, DOMAIN)
+    verdict = _verdict_for(data, commitment, store)
+    assert verdict.reason is RejectReason.REWARD_MISMATCH
+    assert verdict.agreed == encoded.completions - 1
+    assert verdict.verified_reward_milli == encoded.reward_sum_milli - 1000
 
 
 def test_commitment_that_disagrees_with_the_batch_is_flagged(store: LocalStore) -> None:

@@ -27,6 +27,7 @@ from tests.sampling.batches import (
     honest_batch,
     republished,
     round_seed,
+    stopped,
     tasks_for,
 )
 
@@ -40,7 +41,7 @@ TASKS = tasks_for(PEER.address)
 
 def right(task: TaskItem, count: int) -> Group:
     """``count`` completions that all give the reference answer (each claims 1.0, truly)."""
-    return score_group(task, [f"It is <answer>{task.answer}</answer>"] * count, finish_reasons=None)
+    return score_group(task, stopped([f"It is <answer>{task.answer}</answer>"] * count))
 
 
 def verdict_of(groups: list[Group]) -> tuple[PeerVerdict, RolloutsPublished]:

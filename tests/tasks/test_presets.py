@@ -35,9 +35,10 @@ PAPER_NINE = {
 
 
 def test_shipped_presets() -> None:
-    assert set(PRESETS) == {"paper", "smol-easy"}
-    assert DEFAULT_PRESET_NAME == "smol-easy"
-    assert get_preset(DEFAULT_PRESET_NAME) is PRESETS["smol-easy"]
+    assert set(PRESETS) == {"paper", "smol-easy", "paper-strict", "smol-strict"}
+    assert DEFAULT_PRESET_NAME == "smol-strict"
+    assert get_preset(DEFAULT_PRESET_NAME) is PRESETS["smol-strict"]
+    assert get_preset(DEFAULT_PRESET_NAME).scoring == "strict"
     for name, preset in PRESETS.items():
         assert preset.name == name
         assert 1 <= preset.tasks_per_round <= MAX_TASKS_PER_ROUND
@@ -130,8 +131,10 @@ def test_preset_shape_is_checked() -> None:
         Preset(name="x", tasks_per_round=1, entries=(huge, huge))
 
 
-def test_shipped_presets_score_by_the_dataset_rule() -> None:
-    assert {name: p.scoring for name, p in PRESETS.items()} == {n: "dataset" for n in PRESETS}
+def test_shipped_presets_name_their_scoring_rule() -> None:
+    assert {name: p.scoring for name, p in PRESETS.items()} == {
+        name: "strict" if name.endswith("-strict") else "dataset" for name in PRESETS
+    }
     shape = {"name": "x", "tasks_per_round": 1, "entries": (PresetEntry(dataset="bf", weight=1),)}
     assert Preset(**shape).scoring == "dataset"
     assert Preset(**shape, scoring="strict").scoring == "strict"

@@ -106,7 +106,15 @@ def test_a_wrong_answer_scores_zero_under_both_rules() -> None:
 def test_derived_items_carry_their_presets_rule() -> None:
     assert {t.scoring for t in STRICT} == {"strict"}
     for preset in PRESETS.values():
-        assert {t.scoring for t in sample(preset, 1)} == {"dataset"}
+        assert {t.scoring for t in sample(preset, 1)} == {preset.scoring}
+
+
+def test_the_strict_presets_are_their_twins_tasks_under_the_strict_rule() -> None:
+    for name in ("smol", "paper"):
+        loose, strict = PRESETS[{"smol": "smol-easy"}.get(name, name)], PRESETS[f"{name}-strict"]
+        assert (loose.scoring, strict.scoring) == ("dataset", "strict")
+        assert (strict.entries, strict.tasks_per_round) == (loose.entries, loose.tasks_per_round)
+        assert [t.question for t in sample(strict, 3)] == [t.question for t in sample(loose, 3)]
 
 
 def test_strict_binarises_every_reviewed_scorer() -> None:
