@@ -9,7 +9,7 @@ from typing import get_args
 import click
 
 from node.config import LoraTargets, PeerAdvantage, PeerImportance
-from node.experiment.config import EXCHANGES, ExperimentConfig, Sharing
+from node.experiment.config import ACCOUNTINGS, EXCHANGES, ExperimentConfig, Sharing
 
 
 def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]):  # type: ignore[no-untyped-def]
@@ -50,7 +50,18 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
 @click.option("--inprocess", is_flag=True, help="Shorthand for --exchange inprocess.")
 @click.option("--model", help="smollm2-135m [default], tiny, or a model folder.")
 @click.option("--preset", help="Task preset (dataset mix and scoring rule) [smol-strict].")
-@click.option("--tasks", "tasks_per_round", type=click.IntRange(min=1), help="Tasks per round [4].")
+@click.option(
+    "--tasks",
+    "tasks_per_round",
+    type=click.IntRange(min=1),
+    help="Tasks every node answers per round [4] (not used with --accounting paper).",
+)
+@click.option(
+    "--accounting",
+    type=click.Choice(ACCOUNTINGS),
+    help="swarm: every node answers --tasks tasks and trains on I of its groups [default]; "
+    "paper (the SAPO paper's): an I/J node answers I tasks and takes J groups from peers.",
+)
 @click.option("--group-size", type=click.IntRange(min=2), help="Completions per task, G [4].")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), help="Longest completion [16].")
 @click.option("--temperature", type=float, help="Sampling temperature [1.0].")

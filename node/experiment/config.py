@@ -19,6 +19,7 @@ from node.config import (
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
 EXCHANGES = ("chain", "inprocess")
+ACCOUNTINGS = ("swarm", "paper")
 _CONFIG = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -60,6 +61,10 @@ class ExperimentConfig:
     model: str = SHIPPED_MODEL
     preset: str = DEFAULT_PRESET_NAME
     tasks_per_round: int = 4
+    accounting: str = "swarm"
+    """``swarm``: every node answers ``tasks_per_round`` tasks and trains on I of its own groups;
+    ``paper`` (the SAPO paper's): a node of an I/J configuration answers I tasks, trains on all of
+    them with signal, and takes J groups from peers (``tasks_per_round`` is not used)."""
     group_size: int = 4
     max_new_tokens: int = 16
     temperature: float = 1.0
@@ -104,6 +109,12 @@ class ExperimentConfig:
             raise ValueError("eval_every must be >= 0 (0 = never) and eval_tasks >= 1")
         if self.group_size < 2 or self.tasks_per_round < 1:
             raise ValueError("group size must be at least 2 and tasks per round at least 1")
+        _one_of("accounting", self.accounting, ACCOUNTINGS)
+        if self.accounting == "paper" and any(c.local == 0 for c in self.configs):
+            raise ValueError(
+                "accounting = paper: a configuration with I = 0 would answer no task; "
+                "give every configuration I >= 1 (e.g. 6/2 instead of 0/8)"
+            )
         if not self.lr > 0:
             raise ValueError(f"lr = {self.lr}: the learning rate must be > 0")
         if not self.beta >= 0:
@@ -127,10 +138,14 @@ class ExperimentConfig:
         """The no-sharing configuration (J = 0) if any, else the first one."""
         return next((c for c in self.configs if c.external == 0), self.configs[0])
 
-    @property
-    def batch_shape(self) -> tuple[int, int]:
-        """(n, G) of every batch: the coordinator's rules on a chain, the in-process swarm's."""
-        return self.tasks_per_round, self.group_size
+    def tasks_of(self, sharing: Sharing) -> int:
+        """n, the tasks every node of ``sharing``'s units answers per round (``accounting``)."""
+        return sharing.local if self.accounting == "paper" else self.tasks_per_round
+
+    def batch_shape(self, sharing: Sharing) -> tuple[int, int]:
+        """(n, G) of every batch of ``sharing``'s units: the coordinator's rules on a chain, the
+        in-process swarm's."""
+        return self.tasks_of(sharing), self.group_size
 
     def node_config(self, unit: Unit, index: int, state_dir: Path) -> NodeConfig:
         """Node ``index`` of ``unit``: a node's defaults with the experiment's settings.
@@ -141,7 +156,7 @@ class ExperimentConfig:
         return with_overrides(
             NodeConfig(),
             {
-                "tasks": {"preset": self.preset, "tasks_per_round": self.tasks_per_round},
+                "tasks": {"preset": self.preset, "tasks_per_round": self.tasks_of(unit.sharing)},
                 "sampling": {
                     "local_groups": unit.sharing.local,
                     "external_groups": unit.sharing.external,

@@ -336,6 +336,95 @@ def summarize(
 
 
 @dataclass
+class EqualSteps:
+    """One configuration at equal optimizer steps: every node run is compared over its rounds
+    while it had taken at most ``steps`` optimizer steps, the fewest any node run took."""
+
+    label: str
+    steps_per_node: float  # optimizer steps per node over the compared rounds, mean
+    steps: int  # S, the common number of steps
+    reward: float  # mean own reward per round while at most S steps were taken, over node runs
+    difference: float | None  # minus the baseline's, mean of the per-seed differences
+    difference_ci: tuple[float, float] | None
+
+
+def equal_steps(
+    config: ExperimentConfig, rows: list[dict[str, str]], rounds: int
+) -> list[EqualSteps]:
+    """Each configuration's mean reward per round while its nodes had taken at most S optimizer
+    steps (S: the fewest steps of any node run in the first ``rounds`` rounds), paired by seed
+    against the baseline. A sharing node steps more often; this asks whether it learns more per
+    step, not per round."""
+    runs: dict[tuple[str, int, int], list[tuple[int, bool, float]]] = defaultdict(list)
+    for r in rows:
+        if int(r["seed"]) in config.seeds and int(r["round"]) < rounds:
+            reward = float(r["reward"]) if r["reward"] not in ("", "None") else 0.0
+            key = (r["config"], int(r["seed"]), int(r["node"]))
+            runs[key].append((int(r["round"]), r["trained"] == "1", reward))
+    if not runs:
+        return []
+    steps = min(sum(t for _, t, _ in run) for run in runs.values())
+    by_config: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    totals: dict[str, list[int]] = defaultdict(list)
+    for (label, seed, _), run in runs.items():
+        by_config[label][seed].append(_reward_until_step(sorted(run), steps))
+        totals[label].append(sum(t for _, t, _ in run))
+    base = config.baseline.label if config.baseline.label in by_config else next(iter(by_config))
+    base_means = {seed: float(np.mean(v)) for seed, v in by_config[base].items()}
+    results = []
+    for sharing in config.configs:
+        if sharing.label not in by_config:
+            continue
+        means = {seed: float(np.mean(v)) for seed, v in by_config[sharing.label].items()}
+        paired = [means[s] - base_means[s] for s in means if s in base_means]
+        results.append(
+            EqualSteps(
+                label=sharing.label,
+                steps_per_node=float(np.mean(totals[sharing.label])),
+                steps=steps,
+                reward=float(np.mean(list(means.values()))),
+                difference=None if sharing.label == base or not paired else float(np.mean(paired)),
+                difference_ci=None if sharing.label == base else t_interval(paired),
+            )
+        )
+    return results
+
+
+def _reward_until_step(run: list[tuple[int, bool, float]], steps: int) -> float:
+    """Mean reward of a node run's rounds while it had taken at most ``steps`` optimizer steps
+    (a round's reward is measured before that round's own step)."""
+    taken, rewards = 0, []
+    for _, trained, reward in run:
+        if taken > steps:
+            break
+        rewards.append(reward)
+        taken += trained
+    return float(np.mean(rewards)) if rewards else 0.0
+
+
+def equal_steps_markdown(results: Sequence[EqualSteps], config: ExperimentConfig) -> str:
+    if not results:
+        return ""
+    lines = [
+        "",
+        f"At equal optimizer steps (S = {results[0].steps}, the fewest of any node run): mean "
+        f"reward per round while each node had taken at most S steps, paired by seed against "
+        f"{config.baseline.label}.",
+        "",
+        "| I/J | optimizer steps per node | mean reward, at most S steps | difference, paired by seed "
+        "| its 95% CI over seeds |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in results:
+        difference = "-" if r.difference is None else f"{r.difference:+.4f}"
+        interval = _interval(r.difference_ci) if r.difference_ci else "-"
+        lines.append(
+            f"| {r.label} | {r.steps_per_node:.1f} | {r.reward:.4f} | {difference} | {interval} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
 class Collapse:
     """One configuration's collapsed nodes (format rate below ``COLLAPSE_FORMAT_RATE``), over
     every seed: at the last held-out evaluation, and in its own samples of ``COLLAPSE_ROUNDS``
@@ -470,6 +559,13 @@ def _peer_settings(config: ExperimentConfig) -> str:
     return ", ".join(changed) if changed else "peer settings at their defaults"
 
 
+def _tasks_line(config: ExperimentConfig) -> str:
+    """What a node answers per round: n tasks, or I of an I/J configuration (paper accounting)."""
+    if config.accounting == "paper":
+        return "I tasks (paper accounting: an I/J node answers I)"
+    return f"{config.tasks_per_round} tasks"
+
+
 def summary_markdown(
     config: ExperimentConfig, results: list[ConfigResult], rounds: int, complete: bool
 ) -> str:
@@ -483,7 +579,7 @@ def summary_markdown(
             "no chain, no store)"
         ),
         f"model {config.model}, preset {config.preset}, {config.nodes} nodes, "
-        f"{config.tasks_per_round} tasks x G={config.group_size} per node-round, "
+        f"{_tasks_line(config)} x G={config.group_size} per node-round, "
         f"max {config.max_new_tokens} new tokens, lr {config.lr}, LoRA r{config.lora_rank} "
         f"({config.lora_targets}), KL beta {config.beta}, {_peer_settings(config)}, "
         f"seeds {', '.join(map(str, config.seeds))}",
@@ -522,8 +618,11 @@ def write_summary(
     results, rounds = summarize(config, rows)
     eval_rows = RoundsCsv(folder / "eval.csv", EVAL_COLUMNS).rows()
     collapses = heldout_collapses(config, round_collapses(config, rows), eval_rows)
+    at_equal_steps = equal_steps(config, rows, rounds)
     (folder / "summary.md").write_text(
-        summary_markdown(config, results, rounds, complete) + collapse_markdown(collapses)
+        summary_markdown(config, results, rounds, complete)
+        + equal_steps_markdown(at_equal_steps, config)
+        + collapse_markdown(collapses)
     )
     (folder / "summary.json").write_text(
         json.dumps(
@@ -533,6 +632,7 @@ def write_summary(
                 "rounds": rounds,
                 "config": config.to_json(),
                 "results": [r.__dict__ for r in results],
+                "equal_steps": [r.__dict__ for r in at_equal_steps],
                 "collapse": [
                     {**c.__dict__, "first_round": c.first_round} for c in collapses
                 ],
@@ -566,7 +666,7 @@ def plot(folder: Path, config: ExperimentConfig, results: list[ConfigResult]) ->
 
     title = (
         f"{config.model}, {config.nodes} nodes, {config.preset}, "
-        f"{config.tasks_per_round}x{config.group_size} per round, {config.exchange} exchange"
+        f"{_tasks_line(config)} x G={config.group_size}, {config.exchange} exchange"
     )
     for name, ylabel, series in (
         ("cumulative_reward.png", "cumulative reward", lambda r: np.cumsum(r.per_round)),

@@ -264,7 +264,8 @@ class ExperimentRunner:
         genesis, first = InProcessSwarm.genesis_seed_for(unit.seed), 0
         if self.config.same_tasks_as:
             genesis, first = self._chain_start(unit)
-        swarm = InProcessSwarm(genesis, round=first + start, shape=self.config.batch_shape)
+        shape = self.config.batch_shape(unit.sharing)
+        swarm = InProcessSwarm(genesis, round=first + start, shape=shape)
         live = [folder / f"node-{i}" / "live" for i in range(self.config.nodes)]
         for path in live:
             shutil.rmtree(path if start else path.parent, ignore_errors=True)
@@ -299,7 +300,9 @@ class ExperimentRunner:
 
     def _start_chain(self, unit: Unit, folder: Path) -> tuple[list[SwarmNode], ChainUnit]:
         accounts = experiment_accounts(unit.seed, self.config.nodes)
-        chain_unit = start_chain_unit(folder, accounts, unit.seed, self.config.batch_shape)
+        chain_unit = start_chain_unit(
+            folder, accounts, unit.seed, self.config.batch_shape(unit.sharing)
+        )
         try:
             state_dirs = [folder / f"node-{i}" for i in range(self.config.nodes)]
             nodes = self._nodes(unit, list(chain_unit.exchanges), state_dirs)

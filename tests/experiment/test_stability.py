@@ -8,7 +8,6 @@ import csv
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +46,6 @@ from tests.experiment.test_experiment import _config, load_model  # noqa: F401 (
 from tests.integration.swarm import AnsweringLearner
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Answering(AnsweringLearner):
-    """AnsweringLearner whose answered completions stop after the answer (so that they are in
-    the strict format and earn their reward), without the sampler's log-probs."""
-
-    def _answered(self, sample: GeneratedCompletion, suffix: str) -> GeneratedCompletion:
-        sample = replace(sample, logprobs=None)
-        if sample.finish_reason == "length":
-            stop = (self.tokenizer.eos_token_id,)
-            sample = replace(sample, token_ids=sample.token_ids + stop, finish_reason="stop")
-        return super()._answered(sample, suffix)
 
 
 NEW_SETTINGS = {
@@ -285,7 +272,7 @@ def test_a_tiny_experiment_writes_the_stability_columns_and_samples(
 ) -> None:
     config = _config(configs=(Sharing(2, 0), Sharing(0, 2)), beta=0.1, sample_texts=100)
     folder = tmp_path / "run"
-    assert run_experiment(config, folder, load_model=load_model, learner_class=Answering)
+    assert run_experiment(config, folder, load_model=load_model, learner_class=AnsweringLearner)
     rows = _csv(folder / "rounds.csv")
     assert len(rows) == 2 * config.rounds * config.nodes
     assert tuple(rows[0]) == COLUMNS
@@ -304,7 +291,7 @@ def test_a_tiny_experiment_writes_the_stability_columns_and_samples(
     # every own completion (sample_texts >= n x G): the rates are those of these samples
     samples = _csv(folder / "samples.csv")
     assert tuple(samples[0]) == SAMPLE_COLUMNS
-    n, g = config.batch_shape
+    n, g = config.tasks_per_round, config.group_size
     assert len(samples) == len(rows) * n * g
     by_node: dict[tuple[str, str, str], list[dict[str, str]]] = defaultdict(list)
     for s in samples:
@@ -329,7 +316,7 @@ def test_samples_csv_holds_sample_texts_completions_per_node_and_round(
     config = _config(configs=(Sharing(1, 1),), eval_every=2, eval_tasks=4)
     assert config.sample_texts == 2
     folder = tmp_path / "run"
-    assert run_experiment(config, folder, load_model=load_model, learner_class=Answering)
+    assert run_experiment(config, folder, load_model=load_model, learner_class=AnsweringLearner)
     samples = _csv(folder / "samples.csv")
     assert len(samples) == config.rounds * config.nodes * 2
     assert {(s["round"], s["node"]) for s in samples} == {

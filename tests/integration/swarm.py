@@ -54,7 +54,9 @@ TEST_NODE = with_overrides(
 
 
 class AnsweringLearner(Learner):
-    """The tiny model's samples, every other one followed by the reference answer."""
+    """The model's samples, every other one replaced by the reference answer in the strict
+    format (a completion that wrote it and stopped): groups with a learning signal whatever the
+    model writes."""
 
     def generate(
         self, tasks: Sequence[TaskItem], group_size: int, *, seed: int
@@ -64,27 +66,17 @@ class AnsweringLearner(Learner):
             replace(
                 group,
                 completions=tuple(
-                    self._answered(c, f" <answer>{task.answer}</answer>") if i % 2 == 0 else c
+                    self._answer(f"<answer>{task.answer}</answer>") if i % 2 == 0 else c
                     for i, c in enumerate(group.completions)
                 ),
             )
             for task, group in zip(tasks, groups)
         ]
 
-    def _answered(self, sample: GeneratedCompletion, suffix: str) -> GeneratedCompletion:
-        """``sample`` as if the model had written ``suffix`` and then stopped (a clean answer
-        under the strict rule); its log-probs are unknown."""
-        stopped = sample.finish_reason == "stop"
-        body = sample.token_ids[:-1] if stopped else sample.token_ids
-        added = tuple(self.tokenizer(suffix, add_special_tokens=False)["input_ids"])
-        stop = (end_of_turn_id(self.tokenizer),)
-        return replace(
-            sample,
-            text=sample.text + suffix,
-            token_ids=body + added + stop,
-            finish_reason="stop",
-            logprobs=None,
-        )
+    def _answer(self, text: str) -> GeneratedCompletion:
+        """A completion that wrote ``text`` and then its end-of-turn token; log-probs unknown."""
+        ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return GeneratedCompletion(text, ids + (end_of_turn_id(self.tokenizer),), "stop")
 
 
 class InflatingNode(SwarmNode):
