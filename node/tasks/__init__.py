@@ -35,6 +35,7 @@ from node.tasks.derivation import (
     derive_task,
     derive_tasks,
     draw_entry,
+    peer_specialty,
 )
 from node.tasks.errors import InvalidTaskInput, TaskError, UnknownPreset, UnsafeScorer
 from node.tasks.generator import generator_id
@@ -65,6 +66,7 @@ __all__ = [
     "derive_task",
     "derive_tasks",
     "draw_entry",
+    "peer_specialty",
     "extract_answer",
     "generator_id",
     "get_preset",

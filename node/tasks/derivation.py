@@ -8,6 +8,8 @@ For peer P in round r and item i (0 <= i < preset.tasks_per_round), byte for byt
     draw_i = uint64, first 8 bytes big-endian of keccak256("swarm.tasks/draw/1" ‖ uint64_be(seed_i))
              ("swarm.tasks/draw/1" as its 18 ASCII bytes)
     u      = (draw_i >> 11) * 2**-53                  # exactly representable double in [0, 1)
+    w      = the entries' weights, or, for a preset with specialties, those of P's specialty
+             k = uint64(keccak256("swarm.tasks/specialty/1" ‖ P)[:8]) mod (number of specialties)
     j      = the first entry (preset order) with u * W < c_j, where c_j = w_0 + ... + w_j and
              W = c_{n-1}, all IEEE-754 double additions from left to right; the last entry if
              rounding leaves none
@@ -35,9 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from node.tasks import generator
 from node.tasks.errors import InvalidTaskInput
-from node.tasks.presets import Preset, ScoringRule
+from node.tasks.presets import Preset, ScoringRule, weight_sum
 
 DRAW_DOMAIN = b"swarm.tasks/draw/1"
+SPECIALTY_DOMAIN = b"swarm.tasks/specialty/1"
 _UINT64 = 2**64
 _UINT32 = 2**32
 
@@ -84,28 +87,42 @@ def derive_item_seed(round_seed: bytes, peer: str, index: int) -> int:
     return int.from_bytes(keccak(data)[:8], "big")
 
 
-def draw_entry(preset: Preset, seed: int) -> int:
-    """Index of the preset entry item ``seed`` comes from (the draw in this module's docstring)."""
+def peer_specialty(preset: Preset, peer: str) -> int | None:
+    """``peer``'s specialty in ``preset`` (the module docstring's k); None without specialties."""
+    if not preset.specialties:
+        return None
+    digest = keccak(SPECIALTY_DOMAIN + _address_bytes(peer))
+    return int.from_bytes(digest[:8], "big") % len(preset.specialties)
+
+
+def draw_entry(preset: Preset, seed: int, specialty: int | None = None) -> int:
+    """Index of the preset entry item ``seed`` comes from (the draw in this module's docstring),
+    with ``specialty``'s weights (None: the entries' own)."""
     if not 0 <= seed < _UINT64:
         raise InvalidTaskInput(f"item seed must be a uint64, got {seed}")
+    weights = preset.weights(specialty)
     draw = int.from_bytes(keccak(DRAW_DOMAIN + seed.to_bytes(8, "big"))[:8], "big")
-    threshold = (draw >> 11) * 2.0**-53 * preset.total_weight
+    threshold = (draw >> 11) * 2.0**-53 * weight_sum(weights)
     cumulative = 0.0
-    for j, entry in enumerate(preset.entries):
-        cumulative += entry.weight
+    for j, weight in enumerate(weights):
+        cumulative += weight
         if threshold < cumulative:
             return j
-    return len(preset.entries) - 1
+    return len(weights) - 1
 
 
 def derive_task(round_seed: bytes, peer: str, index: int, preset: Preset) -> TaskItem:
     """Item ``index`` of ``peer``'s tasks in the round with ``round_seed``."""
-    return task_from_seed(derive_item_seed(round_seed, peer, index), index, preset)
+    seed = derive_item_seed(round_seed, peer, index)
+    return task_from_seed(seed, index, preset, peer_specialty(preset, peer))
 
 
-def task_from_seed(seed: int, index: int, preset: Preset) -> TaskItem:
-    """The item of ``preset`` that item seed ``seed`` draws (entry, then the entry's generator)."""
-    entry = preset.entries[draw_entry(preset, seed)]
+def task_from_seed(
+    seed: int, index: int, preset: Preset, specialty: int | None = None
+) -> TaskItem:
+    """The item of ``preset`` that item seed ``seed`` draws (entry, with ``specialty``'s weights,
+    then the entry's generator)."""
+    entry = preset.entries[draw_entry(preset, seed, specialty)]
     (raw,) = generator.generate(entry.dataset, entry.config, seed=seed, size=1)
     return TaskItem(
         dataset=entry.dataset,

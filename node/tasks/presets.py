@@ -35,6 +35,7 @@ from node.tasks.safe_scorers import REVIEWED_SCORERS
 
 # docs/PROTOCOL.md limits a batch to 64 groups, one per task.
 MAX_TASKS_PER_ROUND = 64
+MAX_SPECIALTIES = 64
 
 ScoringRule = Literal["dataset", "strict"]
 """How a completion is scored (docs/PROTOCOL.md, "Scoring"): ``"dataset"``, the dataset scorer on
@@ -124,6 +125,13 @@ class Preset(BaseModel):
     scoring: ScoringRule = Field(
         default="dataset", description="the scoring rule of docs/PROTOCOL.md, 'Scoring'"
     )
+    specialties: tuple[tuple[float, ...], ...] = Field(
+        default=(),
+        max_length=MAX_SPECIALTIES,
+        description="per-peer weights: a peer draws its tasks with specialty k's weights (one "
+        "per entry, in entry order), k fixed by its address (docs/PROTOCOL.md, 'Task "
+        "derivation'); empty: every peer draws with the entries' weights",
+    )
 
     @field_validator("name")
     @classmethod
@@ -141,18 +149,50 @@ class Preset(BaseModel):
             raise ValueError(f"preset {self.name!r}: the weights' sum overflows; use smaller ones")
         return self
 
+    @model_validator(mode="after")
+    def _specialties_fit_the_entries(self) -> Preset:
+        for k, weights in enumerate(self.specialties):
+            if len(weights) != len(self.entries):
+                raise ValueError(
+                    f"preset {self.name!r}: specialty {k} has {len(weights)} weights for "
+                    f"{len(self.entries)} entries; give one weight per entry"
+                )
+            if not all(math.isfinite(w) and w >= 0 for w in weights):
+                raise ValueError(
+                    f"preset {self.name!r}: specialty {k}'s weights must be finite and >= 0"
+                )
+            if not 0 < weight_sum(weights) < math.inf:
+                raise ValueError(
+                    f"preset {self.name!r}: specialty {k}'s weights must have a positive, finite "
+                    "sum"
+                )
+        return self
+
     @property
     def total_weight(self) -> float:
         """Sum of the entries' weights, added in entry order (the draw depends on that order)."""
-        total = 0.0
-        for entry in self.entries:
-            total += entry.weight
-        return total
+        return weight_sum(self.weights())
 
-    def probabilities(self) -> list[float]:
-        """Each entry's chance of being drawn for one item."""
-        total = self.total_weight
-        return [entry.weight / total for entry in self.entries]
+    def weights(self, specialty: int | None = None) -> tuple[float, ...]:
+        """The draw weights of specialty ``specialty``, or the entries' own (None, or a preset
+        without specialties)."""
+        if specialty is None or not self.specialties:
+            return tuple(entry.weight for entry in self.entries)
+        return self.specialties[specialty]
+
+    def probabilities(self, specialty: int | None = None) -> list[float]:
+        """Each entry's chance of being drawn for one item (of ``specialty``'s peers)."""
+        weights = self.weights(specialty)
+        total = weight_sum(weights)
+        return [w / total for w in weights]
+
+
+def weight_sum(weights: tuple[float, ...]) -> float:
+    """Left-to-right IEEE-754 sum, as the draw adds them."""
+    total = 0.0
+    for weight in weights:
+        total += weight
+    return total
 
 
 def _arith(weight: float, operators: list[str], digits: int) -> PresetEntry:

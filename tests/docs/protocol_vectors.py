@@ -143,6 +143,7 @@ def presets_vector(inputs: Inputs) -> Vector:
                     {"dataset": e.dataset, "weight": e.weight, "config": e.config}
                     for e in preset.entries
                 ],
+                "specialties": [list(weights) for weights in preset.specialties],
             }
             for name, preset in PRESETS.items()
         },

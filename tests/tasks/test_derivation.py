@@ -27,6 +27,7 @@ from node.tasks import (
     derive_tasks,
     draw_entry,
     get_preset,
+    peer_specialty,
 )
 from node.tasks.derivation import DRAW_DOMAIN
 
@@ -326,3 +327,64 @@ def test_batch_task_holds_only_the_public_fields() -> None:
         "answer": task.answer,
         "metadata": task.metadata,
     }
+
+
+# --- specialties ------------------------------------------------------------------------------
+
+
+def specialised(specialties: tuple[tuple[float, ...], ...]) -> Preset:
+    """Two entries (one-digit addition, one-digit subtraction) and the given specialties."""
+    entries = tuple(
+        PresetEntry(
+            dataset="basic_arithmetic",
+            weight=1.0,
+            config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1,
+                    "operators": [op], "allow_parentheses": False, "allow_negation": False},
+        )  # fmt: skip
+        for op in ("+", "-")
+    )
+    return Preset(name="specialised", tasks_per_round=16, entries=entries, specialties=specialties)
+
+
+def independent_specialty(peer: str, count: int) -> int:
+    """docs/PROTOCOL.md by hand: uint64(keccak256("swarm.tasks/specialty/1" ‖ P)[:8]) mod count."""
+    digest = keccak(b"swarm.tasks/specialty/1" + bytes.fromhex(peer[2:].lower()))
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def test_a_peers_specialty_is_fixed_by_its_address() -> None:
+    preset = specialised(((1.0, 0.0), (0.0, 1.0), (1.0, 1.0)))
+    peers = [PEER, OTHER_PEER] + ["0x" + f"{i:040x}" for i in range(1, 40)]
+    for peer in peers:
+        assert peer_specialty(preset, peer) == independent_specialty(peer, 3)
+    assert {peer_specialty(preset, p) for p in peers} == {0, 1, 2}
+    assert peer_specialty(get_preset("smol-strict"), PEER) is None  # no specialties
+
+
+def test_a_specialists_tasks_are_drawn_with_its_specialtys_weights() -> None:
+    preset = specialised(((1.0, 0.0), (0.0, 1.0)))
+    peers = ["0x" + f"{i:040x}" for i in range(1, 12)]
+    for peer in peers:
+        operator = "+" if peer_specialty(preset, peer) == 0 else "-"
+        tasks = derive_tasks(ROUND_SEED, peer, preset)
+        assert all(f" {operator} " in t.question for t in tasks), (peer, operator)
+    # the held-out set and any draw without a peer use the entries' own weights
+    seeds = [derive_item_seed(ROUND_SEED, PEER, i) for i in range(200)]
+    assert {draw_entry(preset, s) for s in seeds} == {0, 1}
+    assert {draw_entry(preset, s, 1) for s in seeds} == {1}
+
+
+@pytest.mark.parametrize(
+    ("specialties", "message"),
+    [
+        (((1.0,),), "1 weights for 2 entries"),
+        (((1.0, -0.5),), "finite and >= 0"),
+        (((1.0, float("nan")),), "finite and >= 0"),
+        (((0.0, 0.0),), "positive, finite sum"),
+        (((1e308, 1e308),), "positive, finite sum"),
+        (((1.0, 1.0),) * 65, "at most 64"),
+    ],
+)
+def test_bad_specialties_are_refused(specialties: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        specialised(specialties)
