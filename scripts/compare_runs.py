@@ -32,14 +32,18 @@ from node.experiment.outputs import COLLAPSE_FORMAT_RATE, t_interval  # noqa: E4
 
 @dataclass(frozen=True)
 class Run:
-    """One configuration of one run folder, per seed."""
+    """One configuration of one run folder: per seed, the swarm's mean reward per round and the
+    held-out evaluations."""
 
     name: str
-    cumulative: dict[int, float]  # seed -> sum over rounds of the mean reward over nodes
-    heldout: dict[int, float]  # seed -> mean held-out accuracy at the last evaluation
-    collapsed: int  # nodes whose last held-out format rate is below the collapse threshold
+    rewards: dict[int, dict[int, float]]  # seed -> round -> mean reward over nodes
+    evals: dict[int, dict[int, list[tuple[float, float]]]]  # seed -> round -> (accuracy, format)
     tasks: dict[tuple[int, int, int], str]  # (seed, round, node) -> tasks digest
-    rounds: int
+
+    def finished(self, seed: int) -> int:
+        """Rounds 0..k-1 all present for ``seed``: k."""
+        rounds = self.rewards.get(seed, {})
+        return next(k for k in range(len(rounds) + 1) if k not in rounds)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -49,67 +53,76 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def load_run(spec: str, rounds: int | None = None) -> Run:
-    """``FOLDER:I/J``: that configuration's rows of the folder, over its first ``rounds`` rounds
-    (all rounds every seed finished when None)."""
+def load_run(spec: str) -> Run:
+    """``FOLDER:I/J``: that configuration's rows of the folder."""
     folder, _, label = spec.rpartition(":")
     rows = [r for r in _rows(Path(folder) / "rounds.csv") if r["config"] == label]
     if not rows:
         raise SystemExit(f"{spec}: no rows of configuration {label!r} in {folder}/rounds.csv")
-    per_seed: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    by_round: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     tasks = {}
     for r in rows:
         seed, round = int(r["seed"]), int(r["round"])
-        per_seed[seed][round].append(float(r["reward"] or 0.0))
+        by_round[seed][round].append(float(r["reward"] or 0.0))
         tasks[(seed, round, int(r["node"]))] = r["tasks_digest"]
-    done = min(len(by_round) for by_round in per_seed.values())
-    rounds = done if rounds is None else min(rounds, done)
-    cumulative = {
-        seed: sum(sum(v) / len(v) for r, v in by_round.items() if r < rounds)
-        for seed, by_round in per_seed.items()
+    rewards = {
+        seed: {round: sum(v) / len(v) for round, v in rounds.items()}
+        for seed, rounds in by_round.items()
     }
-    heldout, collapsed = _last_heldout(Path(folder) / "eval.csv", label)
-    return Run(spec, cumulative, heldout, collapsed, tasks, rounds)
+    evals: dict[int, dict[int, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for r in _rows(Path(folder) / "eval.csv"):
+        if r["config"] == label:
+            entry = (float(r["accuracy"]), float(r["format_rate"]))
+            evals[int(r["seed"])][int(r["round"])].append(entry)
+    return Run(spec, rewards, evals, tasks)
 
 
-def _last_heldout(path: Path, label: str) -> tuple[dict[int, float], int]:
-    last: dict[int, tuple[int, list[dict[str, str]]]] = {}
-    for r in _rows(path):
-        if r["config"] != label:
-            continue
-        seed, round = int(r["seed"]), int(r["round"])
-        if seed not in last or round > last[seed][0]:
-            last[seed] = (round, [])
-        if round == last[seed][0]:
-            last[seed][1].append(r)
-    accuracy = {s: sum(float(r["accuracy"]) for r in rs) / len(rs) for s, (_, rs) in last.items()}
-    collapsed = sum(
-        float(r["format_rate"]) < COLLAPSE_FORMAT_RATE for _, rs in last.values() for r in rs
-    )
-    return accuracy, collapsed
-
-
-def compare(runs: list[Run], *, same_tasks: bool = True) -> list[str]:
-    """Lines of the comparison table; the first run is the baseline. ``same_tasks``: refuse runs
-    whose nodes saw other questions than the baseline's (off for the paper's accounting, where an
-    I/J node answers the first I of a 4/0 node's tasks)."""
-    base = runs[0]
+def compare(runs: list[Run], *, rounds: int | None = None, same_tasks: bool = True) -> list[str]:
+    """Lines of the comparison table; the first run is the baseline. Every run is taken over the
+    seeds all runs have and the rounds all of them finished (at most ``rounds``); held-out
+    accuracy at the last evaluation round all runs have for a seed, within those rounds.
+    ``same_tasks``: refuse runs whose nodes saw other questions than the baseline's (off for the
+    paper's accounting, where an I/J node answers the first I of a 4/0 node's tasks)."""
     if same_tasks:
         _check_same_tasks(runs)
+    seeds = sorted(set.intersection(*(set(run.rewards) for run in runs)))
+    if not seeds:
+        raise SystemExit("the runs have no seed in common: nothing to pair")
+    common = min(run.finished(seed) for run in runs for seed in seeds)
+    common = common if rounds is None else min(rounds, common)
+    cumulative = [{s: sum(run.rewards[s][r] for r in range(common)) for s in seeds} for run in runs]
+    heldout = [_heldout(run, runs, seeds, common) for run in runs]
     lines = [
-        f"rounds compared: {min(r.rounds for r in runs)}",
+        f"seeds {', '.join(map(str, seeds))}; rounds compared: {common}",
         "| run | cumulative reward | vs first, paired by seed | 95% CI | last held-out accuracy "
         "| vs first, paired | 95% CI | collapsed nodes |",
         "| --- | ---: | ---: | --- | ---: | ---: | --- | ---: |",
     ]
-    for run in runs:
-        cells = [run.name, f"{_mean(run.cumulative):.2f}"]
-        cells += _paired(run.cumulative, base.cumulative, run is base, "{:+.2f}")
-        cells.append(f"{_mean(run.heldout):.3f}" if run.heldout else "-")
-        cells += _paired(run.heldout, base.heldout, run is base, "{:+.3f}")
-        cells.append(str(run.collapsed))
+    for k, run in enumerate(runs):
+        accuracy = {s: a for s, (a, _) in heldout[k].items()}
+        cells = [run.name, f"{_mean(cumulative[k]):.2f}"]
+        cells += _paired(cumulative[k], cumulative[0], k == 0, "{:+.2f}")
+        cells.append(f"{_mean(accuracy):.3f}" if accuracy else "-")
+        cells += _paired(accuracy, {s: a for s, (a, _) in heldout[0].items()}, k == 0, "{:+.3f}")
+        cells.append(str(sum(c for _, c in heldout[k].values())))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _heldout(
+    run: Run, runs: list[Run], seeds: list[int], rounds: int
+) -> dict[int, tuple[float, int]]:
+    """Per seed: mean accuracy over nodes and nodes collapsed, at the last evaluation round (at
+    most ``rounds``) that every run has for that seed."""
+    found = {}
+    for seed in seeds:
+        shared = set.intersection(*(set(r.evals.get(seed, {})) for r in runs))
+        usable = [r for r in shared if r <= rounds]
+        if usable:
+            results = run.evals[seed][max(usable)]
+            accuracy = sum(a for a, _ in results) / len(results)
+            found[seed] = (accuracy, sum(f < COLLAPSE_FORMAT_RATE for _, f in results))
+    return found
 
 
 def _mean(values: dict[int, float]) -> float:
@@ -150,8 +163,8 @@ def main(argv: list[str] | None = None) -> None:
         "answers the first I of the baseline's)",
     )
     args = parser.parse_args(argv)
-    runs = [load_run(spec, args.rounds) for spec in args.runs]
-    print("\n".join(compare(runs, same_tasks=not args.other_tasks)))
+    runs = [load_run(spec) for spec in args.runs]
+    print("\n".join(compare(runs, rounds=args.rounds, same_tasks=not args.other_tasks)))
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ class RoundReport:
     peer_ess: float | None = None
     peer_groups_dropped: int = 0
     #: Of this node's own completions of the round (``node.round.sample_stats``): the share cut
-    #: at the token limit, the share in the strict answer format (None: finish reasons unknown,
-    #: the batch was reloaded as text), and every completion with its reward.
+    #: at the token limit, the share in the strict answer format (None: no own completions), and
+    #: every completion with its reward.
     cut_rate: float | None = None
     format_rate: float | None = None
     samples: tuple[OwnSample, ...] = ()

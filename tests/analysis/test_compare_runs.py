@@ -77,3 +77,16 @@ def test_a_run_without_rows_is_one_clear_error(tmp_path: Path, spec: str) -> Non
     base = folder(tmp_path, "solo", "4/0", {0: 0.1, 1: 0.3}, acc=0.4)
     result = run_script(f"{base}:4/0", spec.format(base=base))
     assert result.returncode != 0 and "no rows of configuration" in result.stderr
+
+
+def test_only_seeds_and_rounds_every_run_finished_are_compared(tmp_path: Path) -> None:
+    """A baseline still running its second seed: only seed 0 is paired, over rounds both have."""
+    base = folder(tmp_path, "solo", "4/0", {0: 0.1, 1: 0.3}, acc=0.4)
+    other = folder(tmp_path, "shared", "2/2", {0: 0.2, 1: 0.2}, acc=0.6)
+    rows = list(csv.reader((other / "rounds.csv").open()))[1:]
+    write(other / "rounds.csv", ROUND_FIELDS, [r for r in rows if r[1] == "0"])
+    result = run_script(f"{base}:4/0", f"{other}:2/2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("seeds 0; rounds compared: 2")
+    cells = result.stdout.splitlines()[-1].split(" | ")
+    assert cells[1:3] == ["0.60", "+0.20"] and cells[4:6] == ["0.600", "+0.200"]
