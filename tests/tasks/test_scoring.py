@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +20,7 @@ from node.tasks import (
     score_completion,
     scoring,
 )
+from node.tasks import scoring
 from node.tasks.scoring import MAX_SCAN_CHARS, answer_char_limit
 
 PEER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -101,10 +101,10 @@ def test_extract_answer_on_non_text() -> None:
         ("<answer>" + "y" * (MAX_SCAN_CHARS + 10) + "</answer>", None),
     ],
 )
-def test_extract_answer_on_huge_text_is_fast(text: str, expected: str | None) -> None:
-    start = time.perf_counter()
+def test_extract_answer_reads_only_the_tail_of_a_huge_text(text: str, expected: str | None) -> None:
+    """What keeps a peer's megabyte of tags cheap to score: only the last MAX_SCAN_CHARS
+    characters are scanned, three linear ``str`` scans (no timing asserted here)."""
     assert extract_answer(text) == expected
-    assert time.perf_counter() - start < 0.2
 
 
 no_angle = st.text(alphabet=st.characters(blacklist_characters="<>"))
@@ -169,12 +169,18 @@ def test_reference_answers_are_far_below_the_length_limits() -> None:
         assert len(reference(item)) * 4 <= answer_char_limit(item.dataset)
 
 
-def test_overlong_answers_score_zero_without_running_the_scorer() -> None:
+def test_overlong_answers_score_zero_without_running_the_scorer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     logic = next(t for t in ONE_PER_DATASET if t.dataset == "propositional_logic")
-    start = time.perf_counter()
+    calls = []
+    real_score = scoring.generator.score
+    monkeypatch.setattr(
+        scoring.generator, "score", lambda *args: calls.append(args) or real_score(*args)
+    )
     # ~15 s if handed to propositional_logic's parser
     assert score_completion(logic, f"<answer>{'¬' * 8000}P</answer>", finish_reason="stop") == 0.0
-    assert time.perf_counter() - start < 0.5
+    assert calls == []  # refused by its length before any scorer ran
     arithmetic = SAMPLE["smol-easy"][0]
     padded = " " * 10 + arithmetic.answer + " " * 10  # stripped: still scores
     assert score_completion(arithmetic, f"<answer>{padded}</answer>", finish_reason="stop") == 1.0
