@@ -261,12 +261,16 @@ class AdapterPool:
         """``name``'s LoRA parameters, sorted, keyed as peft saves them (adapter name removed),
         e.g. ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``."""
         self._require(name)
-        marker = f".{name}."
-        found = {
-            key.replace(marker, ".", 1): param
-            for key, param in self.model.named_parameters()
-            if "lora_" in key and marker in key
-        }
+        found = {}
+        for key, param in self.model.named_parameters():
+            parts = key.split(".")
+            # peft names a LoRA weight <module path>.lora_A.<adapter>.weight: the adapter's name
+            # is the part after a lora_* part (it may also be a module path's part, e.g. "mlp")
+            at = next(
+                (i for i in range(len(parts) - 1) if parts[i].startswith("lora_")), None
+            )
+            if at is not None and parts[at + 1] == name:
+                found[".".join(parts[: at + 1] + parts[at + 2 :])] = param
         return dict(sorted(found.items()))
 
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:

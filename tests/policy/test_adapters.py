@@ -129,6 +129,20 @@ def test_settings_shape_the_adapter_and_its_optimizer(base) -> None:
     assert LoraSettings.from_dict(lora.to_dict()) == lora
 
 
+def test_an_adapter_named_like_a_module_keeps_every_key_whole(base) -> None:
+    """peft names a weight ``...mlp.up_proj.lora_A.<adapter>.weight``: an adapter called "mlp"
+    loses only its own name from the key, never the module path's "mlp"."""
+    pool = AdapterPool(base)
+    lora = LoraSettings(rank=2, alpha=4, target_modules=("q_proj", "up_proj"))
+    pool.add("mlp", lora, seed=1)
+    pool.add("other", lora, seed=2)
+    mine, theirs = pool.adapter_parameters("mlp"), pool.adapter_parameters("other")
+    assert set(mine) == set(theirs)  # the same keys, the adapter's name removed
+    assert {k.split(".")[-3] for k in mine} == {"q_proj", "up_proj"}
+    assert all(".mlp.up_proj." in k for k in mine if "up_proj" in k)
+    assert not any(p is q for p, q in zip(mine.values(), theirs.values()))
+
+
 def test_activation_is_restored_and_seeds_repeat(base, tokenizer) -> None:
     pool = AdapterPool(base)
     pool.add("alice", seed=5)
