@@ -5,7 +5,7 @@ rejects batches naming one it does not know (docs/PROTOCOL.md, "Presets"). The d
 below are therefore part of the protocol: change one only together with every node (rename it
 when its meaning changes).
 
-Four presets ship, two task mixes under two scoring rules:
+Five presets ship:
 
 - ``smol-strict`` (the default): easy ``basic_arithmetic`` settings for the shipped
   SmolLM2-135M-Instruct, under the ``"strict"`` rule (1 only for a completion that stopped right
@@ -15,6 +15,11 @@ Four presets ship, two task mixes under two scoring rules:
   where the base model scores between ~5% and ~50%. Only measured kinds of question are in it.
 - ``paper-strict``: the nine datasets of the published SAPO experiment with their default configs
   and equal weights, for stronger models, under the ``"strict"`` rule.
+- ``smol-mix-strict``: one-digit addition, subtraction and multiplication and three-term
+  addition, strict; each peer specialises in one (0.7 of its tasks, 0.1 each of the others,
+  fixed by its address), so peers' groups carry practice a node lacks. The base model's strict
+  rewards on the four differ (0.05 to 0.22), so an address ground into the easiest specialty
+  earns more on the leaderboard: it is a candidate for the experiment, not a testnet preset.
 - ``smol-easy`` and ``paper``: the same mixes under the ``"dataset"`` rule (partial credit, text
   after the answer ignored): the rule of protocol v2's long run, kept to compare against it.
 """
@@ -260,8 +265,41 @@ PAPER_STRICT = PAPER.model_copy(
     }
 )
 
+def _specialist(own: int, count: int) -> tuple[float, ...]:
+    """A specialty's weights: 0.7 on entry ``own``, the rest shared by the other entries."""
+    return tuple(0.7 if j == own else 0.3 / (count - 1) for j in range(count))
+
+
+SMOL_MIX_STRICT = Preset(
+    name="smol-mix-strict",
+    tasks_per_round=8,
+    description="four kinds of one-digit arithmetic, each peer specialised in one, scored strictly",
+    entries=(
+        # base SmolLM2-135M, strict, 16 tokens (scripts/measure_task_mix.py, docs/LOG.md):
+        _arith(1.0, ["+"], digits=1),  # 0.19, half the groups with signal
+        _arith(1.0, ["-"], digits=1),  # 0.16
+        _arith(1.0, ["*"], digits=1),  # 0.22
+        PresetEntry(
+            dataset="basic_arithmetic",
+            weight=1.0,
+            config={
+                "min_terms": 3,
+                "max_terms": 3,
+                "min_digits": 1,
+                "max_digits": 1,
+                "operators": ["+"],
+                "allow_parentheses": False,
+                "allow_negation": False,
+            },
+        ),  # 0.05, a sixth of the groups with signal
+    ),
+    specialties=tuple(_specialist(k, 4) for k in range(4)),
+    scoring="strict",
+)
+
 PRESETS: dict[str, Preset] = {
-    preset.name: preset for preset in (SMOL_STRICT, PAPER_STRICT, SMOL_EASY, PAPER)
+    preset.name: preset
+    for preset in (SMOL_STRICT, PAPER_STRICT, SMOL_MIX_STRICT, SMOL_EASY, PAPER)
 }
 
 

@@ -35,7 +35,9 @@ PAPER_NINE = {
 
 
 def test_shipped_presets() -> None:
-    assert set(PRESETS) == {"paper", "smol-easy", "paper-strict", "smol-strict"}
+    assert set(PRESETS) == {
+        "paper", "smol-easy", "paper-strict", "smol-strict", "smol-mix-strict"
+    }  # fmt: skip
     assert DEFAULT_PRESET_NAME == "smol-strict"
     assert get_preset(DEFAULT_PRESET_NAME) is PRESETS["smol-strict"]
     assert get_preset(DEFAULT_PRESET_NAME).scoring == "strict"
