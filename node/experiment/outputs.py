@@ -170,7 +170,10 @@ class RoundsCsv:
         if header is None or tuple(header) == self.columns:
             return
         # a line cut short by a kill is left out (keep() would drop it)
-        rows = [r for r in self.rows() if None not in r.values()]
+        self._rewrite([r for r in self.rows() if None not in r.values()])
+
+    def _rewrite(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Replaces the file by ``rows`` under the current header, atomically."""
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
@@ -212,12 +215,7 @@ class RoundsCsv:
 
         kept = [r for r in rows if wanted(r)]
         if len(kept) != len(rows):
-            tmp = self.path.with_suffix(".tmp")
-            with tmp.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
-                writer.writeheader()
-                writer.writerows(kept)
-            tmp.replace(self.path)
+            self._rewrite(kept)
         return len(rows) - len(kept)
 
 
@@ -250,9 +248,13 @@ def _reward_table(
         lambda: defaultdict(lambda: defaultdict(dict))
     )
     for r in rows:
-        reward = float(r["reward"]) if r["reward"] not in ("", "None") else 0.0
-        table[r["config"]][int(r["seed"])][int(r["node"])][int(r["round"])] = reward
+        table[r["config"]][int(r["seed"])][int(r["node"])][int(r["round"])] = _reward(r)
     return table
+
+
+def _reward(row: dict[str, str]) -> float:
+    """A rounds.csv row's reward; 0.0 where the node had none (no own batch that round)."""
+    return float(row["reward"]) if row["reward"] not in ("", "None") else 0.0
 
 
 def summarize(
@@ -358,9 +360,8 @@ def equal_steps(
     runs: dict[tuple[str, int, int], list[tuple[int, bool, float]]] = defaultdict(list)
     for r in rows:
         if int(r["seed"]) in config.seeds and int(r["round"]) < rounds:
-            reward = float(r["reward"]) if r["reward"] not in ("", "None") else 0.0
             key = (r["config"], int(r["seed"]), int(r["node"]))
-            runs[key].append((int(r["round"]), r["trained"] == "1", reward))
+            runs[key].append((int(r["round"]), r["trained"] == "1", _reward(r)))
     if not runs:
         return []
     steps = min(sum(t for _, t, _ in run) for run in runs.values())
