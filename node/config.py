@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from node import defaults
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 from node.urls import rpc_url_problem
 
@@ -192,11 +193,11 @@ class GenerationSettings(_Section):
 
 
 class TrainingSettings(_Section):
-    learning_rate: float = Field(1e-4, gt=0, description="AdamW learning rate of the LoRA adapter.")
+    learning_rate: float = Field(defaults.LEARNING_RATE, gt=0, description="AdamW learning rate of the LoRA adapter.")
     lora_rank: int = Field(16, ge=1, le=256, description="LoRA rank (r).")
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
     lora_targets: LoraTargets = Field(
-        "attention",
+        defaults.LORA_TARGETS,
         description="Layers the LoRA adapter trains: 'attention' (q, k, v, o projections) or "
         "'attention+mlp' (also the MLP's gate, up and down projections).",
     )
@@ -208,18 +209,18 @@ class TrainingSettings(_Section):
         description="Peers' groups' advantages are multiplied by it (own groups': 1).",
     )
     peers_only_steps: bool = Field(
-        True,
+        defaults.PEERS_ONLY_STEPS,
         description="Step when every group with a learning signal is a peer's "
         "(false: no update then).",
     )
     peer_logprob_gap: float | None = Field(
-        None,
+        defaults.PEER_LOGPROB_GAP,
         gt=0,
         description="Drop a peer's group whose mean per-token log-prob under the policy is more "
-        "than this many nats below the own completions'; empty = keep all.",
+        "than this many nats below the own completions'; \"none\" = keep all.",
     )
     peer_importance: PeerImportance = Field(
-        "none",
+        defaults.PEER_IMPORTANCE,
         description="Peers' token weights w = exp(policy log-prob - sender's; 1 where the "
         "sender's is unknown): 'none' (1), 'truncate' (at most peer_importance_cap) or 'mask' "
         "(0 outside [1/cap, cap]).",
@@ -231,6 +232,12 @@ class TrainingSettings(_Section):
         "all",
         description="Peers' completions trained on: 'all', or 'positive' (advantage > 0 only).",
     )
+    @field_validator("peer_logprob_gap", mode="before")
+    @classmethod
+    def _no_gap(cls, value: object) -> object:
+        """TOML has no null: ``peer_logprob_gap = "none"`` turns the rule off."""
+        return None if isinstance(value, str) and value.strip().lower() == "none" else value
+
     micro_batch_size: int = Field(
         16,
         ge=1,
@@ -372,6 +379,8 @@ def example_toml(model: type[BaseModel] = NodeConfig) -> str:
 
 
 def _toml_value(value: Any) -> str:
+    if value is None:  # TOML has no null; only peer_logprob_gap can differ from its default so
+        return '"none"'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

@@ -45,3 +45,17 @@ def model_cache_dir() -> Path:
     else the cache root (``cache_root()``); the local swarm gives each node process its own."""
     named = os.environ.get("SWARM_MODEL_CACHE")
     return Path(named) if named else cache_root()
+
+
+#: How a node learns unless told otherwise, chosen with the short paired runs of issue 25
+#: (docs/LOG.md, 2026-12-01: s1 against s2): a LoRA adapter on the attention and MLP projections
+#: at a learning rate of 3e-4, and peers' groups weighed by how far they are from the node's own
+#: policy. No step on peers' groups alone, the peers' token weights truncated at 2, and a peer's
+#: group dropped when its completions are more than 1 nat per token less likely under the node
+#: than its own samples. Without these rules a 2/2 node went down protocol v2's collapse path
+#: within 50 rounds; with them none did.
+LEARNING_RATE = 3e-4
+LORA_TARGETS = "attention+mlp"
+PEERS_ONLY_STEPS = False
+PEER_IMPORTANCE = "truncate"
+PEER_LOGPROB_GAP = 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
@@ -17,6 +18,28 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
         return tuple(Sharing.parse(v) for v in value) or None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+class _GapType(click.ParamType):
+    """A positive number of nats, or ``none`` (no peer's group dropped for its gap)."""
+
+    name = "NATS|none"
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+            return _NO_GAP
+        try:
+            gap = float(value)
+        except ValueError:
+            self.fail(f"{value!r}: a number of nats > 0, or none", param, ctx)
+        if not gap > 0:
+            self.fail(f"{value!r}: a number of nats > 0, or none", param, ctx)
+        return gap
+
+
+#: --peer-logprob-gap none, told apart from the option's absence (None: the configured value).
+_NO_GAP = "none"
+_GAP = _GapType()
 
 
 @click.command("experiment")
@@ -62,16 +85,16 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
     help="swarm: every node answers --tasks tasks and trains on I of its groups [default]; "
     "paper (the SAPO paper's): an I/J node answers I tasks and takes J groups from peers.",
 )
-@click.option("--group-size", type=click.IntRange(min=2), help="Completions per task, G [4].")
+@click.option("--group-size", type=click.IntRange(min=2), help="Completions per task, G [8].")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), help="Longest completion [16].")
 @click.option("--temperature", type=float, help="Sampling temperature [1.0].")
-@click.option("--lr", type=float, help="AdamW learning rate of the LoRA adapters [5e-4].")
+@click.option("--lr", type=float, help="AdamW learning rate of the LoRA adapters [3e-4].")
 @click.option("--lora-rank", type=click.IntRange(min=1), help="LoRA rank [16].")
 @click.option(
     "--lora-targets",
     type=click.Choice(get_args(LoraTargets)),
     help="Layers LoRA trains: attention (q, k, v, o projections) or attention+mlp (also gate, "
-    "up, down) [attention].",
+    "up, down) [attention+mlp].",
 )
 @click.option(
     "--beta",
@@ -86,19 +109,19 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
 @click.option(
     "--peers-only-steps/--no-peers-only-steps",
     default=None,
-    help="Step when every group with a learning signal is a peer's [on].",
+    help="Step when every group with a learning signal is a peer's [off].",
 )
 @click.option(
     "--peer-logprob-gap",
-    type=click.FloatRange(0, min_open=True),
+    type=_GAP,
     help="Drop a peer's group whose mean per-token log-prob under the policy is more than this "
-    "many nats below the own completions' [none: keep all].",
+    "many nats below the own completions'; 'none' keeps all [1.0].",
 )
 @click.option(
     "--peer-importance",
     type=click.Choice(get_args(PeerImportance)),
     help="Peers' token weights w = exp(policy log-prob - sender's; 1 where unknown): none, "
-    "truncate (at most the cap) or mask (0 outside [1/cap, cap]) [none].",
+    "truncate (at most the cap) or mask (0 outside [1/cap, cap]) [truncate].",
 )
 @click.option(
     "--peer-importance-cap",
@@ -161,8 +184,13 @@ def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: 
         options["exchange"] = "inprocess"
     if not options["seeds"]:
         options["seeds"] = None
+    no_gap = options["peer_logprob_gap"] == _NO_GAP
+    if no_gap:
+        options["peer_logprob_gap"] = None
     try:
         config = base.merged(**options)
+        if no_gap:
+            config = replace(config, peer_logprob_gap=None)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

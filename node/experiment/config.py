@@ -16,6 +16,7 @@ from node.config import (
     PeerImportance,
     with_overrides,
 )
+from node import defaults
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
 EXCHANGES = ("chain", "inprocess")
@@ -65,17 +66,17 @@ class ExperimentConfig:
     """``swarm``: every node answers ``tasks_per_round`` tasks and trains on I of its own groups;
     ``paper`` (the SAPO paper's): a node of an I/J configuration answers I tasks, trains on all of
     them with signal, and takes J groups from peers (``tasks_per_round`` is not used)."""
-    group_size: int = 4
+    group_size: int = 8
     max_new_tokens: int = 16
     temperature: float = 1.0
-    lr: float = 5e-4
+    lr: float = defaults.LEARNING_RATE
     lora_rank: int = 16
     beta: float = 0.0
-    lora_targets: str = "attention"
+    lora_targets: str = defaults.LORA_TARGETS
     peer_weight: float = 1.0
-    peers_only_steps: bool = True
-    peer_logprob_gap: float | None = None
-    peer_importance: str = "none"
+    peers_only_steps: bool = defaults.PEERS_ONLY_STEPS
+    peer_logprob_gap: float | None = defaults.PEER_LOGPROB_GAP
+    peer_importance: str = defaults.PEER_IMPORTANCE
     peer_importance_cap: float = 2.0
     peer_advantage: str = "all"
     strategy: str = "uniform"
@@ -124,7 +125,7 @@ class ExperimentConfig:
             raise ValueError(f"peer_weight = {self.peer_weight}: must be in (0, 1]")
         if self.peer_logprob_gap is not None and not self.peer_logprob_gap > 0:
             raise ValueError(
-                f"peer_logprob_gap = {self.peer_logprob_gap}: must be > 0 (leave it out for none)"
+                f"peer_logprob_gap = {self.peer_logprob_gap}: must be > 0 ('none' for no gap rule)"
             )
         _one_of("peer_importance", self.peer_importance, get_args(PeerImportance))
         if not self.peer_importance_cap > 1:
@@ -204,6 +205,8 @@ class ExperimentConfig:
             values["configs"] = tuple(Sharing.parse(c) for c in values["configs"])
         if "seeds" in values:
             values["seeds"] = tuple(int(s) for s in values["seeds"])
+        if str(values.get("peer_logprob_gap", "")).strip().lower() == "none":
+            values["peer_logprob_gap"] = None  # TOML has no null
         return cls(**values)
 
     @classmethod

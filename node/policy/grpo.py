@@ -86,7 +86,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedTokenizerBase
 
-from node import interrupt
+from node import defaults, interrupt
 from node.learning_data import (
     GeneratedCompletion,
     Origin,
@@ -177,17 +177,17 @@ class GRPOConfig(BaseModel):
         1.0, gt=0, le=1, description="Peers' groups' advantages are multiplied by it (own: 1)."
     )
     peers_only_steps: bool = Field(
-        True,
+        defaults.PEERS_ONLY_STEPS,
         description="Step when every group with signal is a peer's (False: no update then).",
     )
     peer_logprob_gap: float | None = Field(
-        None,
+        defaults.PEER_LOGPROB_GAP,
         gt=0,
         description="Drop a peer's group whose mean token log-prob is this many nats below the "
         "own completions' (None: keep all).",
     )
     peer_importance: PeerImportance = Field(
-        "none",
+        defaults.PEER_IMPORTANCE,
         description="Peers' token weights exp(logp - sender logp): 'none', 'truncate' (at the "
         "cap) or 'mask' (0 outside [1/cap, cap]).",
     )

@@ -111,8 +111,12 @@ def test_the_stability_settings_reach_the_grpo_update_and_the_adapter() -> None:
     )  # fmt: skip
     assert grpo.peer_advantage == "positive"
     defaults = learner_settings(NodeConfig())
-    assert defaults.lora.target_modules == ("q_proj", "k_proj", "v_proj", "o_proj")
-    assert defaults.grpo.peer_weight == 1.0 and defaults.grpo.peer_logprob_gap is None
+    assert defaults.lora.target_modules == settings.lora.target_modules  # attention+mlp
+    assert defaults.optimizer.lr == 3e-4
+    assert (defaults.grpo.peer_weight, defaults.grpo.peers_only_steps) == (1.0, False)
+    assert (defaults.grpo.peer_logprob_gap, defaults.grpo.peer_importance) == (1.0, "truncate")
+    off = learner_settings(parse_config({"training": {"peer_logprob_gap": "none"}}))
+    assert off.grpo.peer_logprob_gap is None
     # every peer setting of the node is one of the update's, with the same default
     from node.config import TrainingSettings
     from node.policy.grpo import GRPOConfig

@@ -30,13 +30,13 @@ def test_overrides_replace_only_what_they_name_and_are_validated() -> None:
 def test_config_toml_holds_exactly_the_changed_settings_and_reads_back(tmp_path: Path) -> None:
     config = with_overrides(
         DEMO_NODE,
-        {"model": {"checkpoint_dir": tmp_path / "a dir"}, "training": {"learning_rate": 3e-4}},
+        {"model": {"checkpoint_dir": tmp_path / "a dir"}, "training": {"learning_rate": 5e-5, "peer_logprob_gap": None}},
     )
     text = config_toml(config)
     data = tomllib.loads(text)
     assert parse_config(data) == config
     assert "chain" not in data and "round" not in data  # defaults are left out
-    assert data["training"] == {"learning_rate": 3e-4}
+    assert data["training"] == {"learning_rate": 5e-5, "peer_logprob_gap": "none"}
     assert config_toml(NodeConfig()) == ""
 
 
