@@ -225,8 +225,20 @@ def save_config(config: ExperimentConfig, path: Path) -> None:
     path.write_text(json.dumps(config.to_json(), indent=2, sort_keys=True) + "\n")
 
 
+#: The settings a run folder written before they existed ran with: every node's update as it was
+#: then (LoRA on attention, no peer rule). Their defaults have changed since, so a missing key
+#: must not take today's default, or an old folder would resume under other rules.
+_BEFORE_THE_KEY: dict[str, Any] = {
+    "lora_targets": "attention",
+    "peers_only_steps": True,
+    "peer_logprob_gap": None,
+    "peer_importance": "none",
+}
+
+
 def load_config(path: Path) -> ExperimentConfig:
-    return ExperimentConfig.from_mapping(json.loads(path.read_text()))
+    """A run folder's ``config.json``; keys it predates take the values it ran with."""
+    return ExperimentConfig.from_mapping(_BEFORE_THE_KEY | json.loads(path.read_text()))
 
 
 def _one_of(name: str, value: object, choices: tuple[str, ...]) -> None:

@@ -22,11 +22,11 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_paper_accounting_gives_an_i_j_node_i_tasks(tmp_path: Path) -> None:
     config = ExperimentConfig(configs=(Sharing(4, 0), Sharing(2, 2)), accounting="paper")
-    assert [config.batch_shape(c) for c in config.configs] == [(4, 4), (2, 4)]
+    assert [config.batch_shape(c) for c in config.configs] == [(4, 8), (2, 8)]
     node = config.node_config(Unit(Sharing(2, 2), 0), 0, tmp_path)
     assert node.tasks.tasks_per_round == 2 and node.sampling.local_groups == 2
     swarm = ExperimentConfig(configs=(Sharing(4, 0), Sharing(2, 2)), tasks_per_round=4)
-    assert {swarm.batch_shape(c) for c in swarm.configs} == {(4, 4)}
+    assert {swarm.batch_shape(c) for c in swarm.configs} == {(4, 8)}
 
 
 @pytest.mark.parametrize(

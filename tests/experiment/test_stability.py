@@ -28,7 +28,7 @@ from node.experiment.outputs import (
     stability_cells,
     write_summary,
 )
-from node.experiment.runner import ExperimentRunner, run_experiment
+from node.experiment.runner import ConfigMismatch, ExperimentRunner, run_experiment
 from node.learning_data import (
     GeneratedCompletion,
     GeneratedGroup,
@@ -82,8 +82,9 @@ def test_the_settings_reach_the_grpo_update_and_the_lora_adapter(
 
     pool = AdapterPool(load_model())
     pool.add("wide", settings.lora, seed=0)
-    default = learner_settings(ExperimentConfig().node_config(Unit(Sharing(2, 2), 0), 1, Path()))
-    pool.add("attention", default.lora, seed=0)
+    attention = ExperimentConfig(lora_targets="attention")
+    narrow = learner_settings(attention.node_config(Unit(Sharing(2, 2), 0), 1, Path()))
+    pool.add("attention", narrow.lora, seed=0)
     trained = {
         name: {key.split(".")[-3] for key in pool.adapter_parameters(name)}
         for name in ("wide", "attention")
@@ -125,7 +126,15 @@ def test_the_command_line_and_a_toml_file_set_every_new_knob(
     )
     assert {k: getattr(ExperimentConfig.from_toml(toml), k) for k in NEW_SETTINGS} == NEW_SETTINGS
 
+    no_gap = ["experiment", "--out", str(tmp_path / "n"), "--peer-logprob-gap", "none"]
+    off = CliRunner().invoke(main, no_gap)
+    assert off.exit_code == 0, off.output
+    assert seen["config"].peer_logprob_gap is None and ExperimentConfig().peer_logprob_gap == 1.0
+    toml.write_text('[experiment]\npeer_logprob_gap = "none"\n')
+    assert ExperimentConfig.from_toml(toml).peer_logprob_gap is None
+
     for bad, message in (
+        (["--peer-logprob-gap", "0"], "a number of nats > 0, or none"),
         (["--peer-weight", "0"], "--peer-weight"),
         (["--peer-importance-cap", "1"], "--peer-importance-cap"),
         (["--lora-targets", "mlp"], "--lora-targets"),
@@ -155,14 +164,21 @@ def test_a_bad_setting_is_refused_saying_what_is_allowed(
         ExperimentConfig(**setting)
 
 
-def test_a_run_folder_of_the_old_code_resumes_with_the_defaults(
+def test_a_run_folder_of_the_old_code_resumes_with_what_it_ran_with(
     tmp_path: Path, load_model: Callable[[], BaseModel]  # noqa: F811
 ) -> None:
-    config = _config(configs=(Sharing(1, 1),))
+    before = {"lora_targets": "attention", "peers_only_steps": True}
+    before |= {"peer_logprob_gap": None, "peer_importance": "none"}
+    config = _config(configs=(Sharing(1, 1),), **before)
     old = {k: v for k, v in config.to_json().items() if k not in NEW_SETTINGS}
     del old["sample_texts"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     assert load_config(tmp_path / "config.json") == config
+    # today's defaults are other rules: resuming under them is refused, not silently mixed
+    with pytest.raises(ConfigMismatch, match="other settings"):
+        ExperimentRunner(
+            _config(configs=(Sharing(1, 1),)), tmp_path, load_model=load_model, echo=print
+        ).prepare()
     # rounds.csv and eval.csv of the old code: the new columns read empty, then are added
     old_columns = COLUMNS[: COLUMNS.index("busy_s") + 1]
     old_row = {c: "0" for c in old_columns} | {"config": "1/1", "round": "0", "reward": "0.5"}

@@ -166,11 +166,16 @@ def relabelled(group: list[GeneratedCompletion], prompt_ids: list[int]) -> Score
     return ScoredGroup(prompt_ids, group, REWARDS, origin="peer")
 
 
+#: Every peer rule off (the update before them); each test turns on the rules it tests.
+NO_RULES = {"peers_only_steps": True, "peer_logprob_gap": None, "peer_importance": "none"}
+
+
 def trainer(policy, tokenizer, lr: float = 0.0, **config) -> GRPOTrainer:  # type: ignore[no-untyped-def]
-    """A trainer whose step leaves the gradient in ``.grad`` (SGD at lr 0, no clipping)."""
+    """A trainer whose step leaves the gradient in ``.grad`` (SGD at lr 0, no clipping), with
+    the peer rules in ``config`` only."""
     optimizer = torch.optim.SGD(trainable_parameters(policy), lr=lr)
     settings = GRPOConfig(
-        max_completion_tokens=LENGTH, precision="float32", max_grad_norm=1e9, **config
+        max_completion_tokens=LENGTH, precision="float32", max_grad_norm=1e9, **(NO_RULES | config)
     )
     return GRPOTrainer(policy, tokenizer, settings, optimizer)
 
@@ -402,6 +407,7 @@ def test_shares_with_peer_rules_trained_together_equal_training_alone(
         precision="float32",
         max_grad_norm=1e9,
         micro_batch_size=3,
+        peers_only_steps=True,
         peer_weight=0.5,
         peer_logprob_gap=5.0,
         peer_importance="truncate",
