@@ -186,14 +186,20 @@ class ModelSettings(_Section):
 
 class GenerationSettings(_Section):
     max_new_tokens: int = Field(
-        48, ge=1, le=2048, description="Longest completion, in tokens (answers here are short)."
+        48,
+        ge=1,
+        le=2048,
+        description="Longest completion, in tokens, its stop included (answers here are short); "
+        "at most the preset's limit (64 for smol-*, 512 for paper-*), which peers enforce.",
     )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling: keep this much mass.")
 
 
 class TrainingSettings(_Section):
-    learning_rate: float = Field(defaults.LEARNING_RATE, gt=0, description="AdamW learning rate of the LoRA adapter.")
+    learning_rate: float = Field(
+        defaults.LEARNING_RATE, gt=0, description="AdamW learning rate of the LoRA adapter."
+    )
     lora_rank: int = Field(16, ge=1, le=256, description="LoRA rank (r).")
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
     lora_targets: LoraTargets = Field(
@@ -298,6 +304,21 @@ class NodeConfig(_Section):
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     round: RoundSettings = Field(default_factory=RoundSettings)
+
+    @model_validator(mode="after")
+    def _within_the_token_limit(self) -> NodeConfig:
+        """Peers flag a completion longer than the preset allows (``too_many_tokens``)."""
+        from node.tasks.presets import PRESETS
+
+        preset = PRESETS.get(self.tasks.preset)
+        wanted = self.generation.max_new_tokens
+        if preset is not None and wanted > preset.max_completion_tokens:
+            raise ValueError(
+                f"generation.max_new_tokens = {wanted}, but preset {preset.name!r} allows "
+                f"{preset.max_completion_tokens} tokens per completion (peers flag longer ones): "
+                f"set at most {preset.max_completion_tokens}"
+            )
+        return self
 
     def batch_shape(self) -> tuple[int, int]:
         """(n, G) of a swarm this configuration starts: the tasks every batch answers and the

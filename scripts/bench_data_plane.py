@@ -1,13 +1,15 @@
 #!/usr/bin/env python
 """Data-plane throughput: producing and verifying a realistic rollout batch, against raw parsing.
 
-A batch of 8 groups x 8 completions x ~300 tokens (~1,200 characters each) for the default preset.
+A batch of 8 groups x 8 completions x ~300 tokens (~1,200 characters each, with their token ids)
+for ``paper-strict``, whose limit (512 tokens per completion) such answers fit.
 Measured in one run, on the same bytes:
 
 - baseline: ``sha256(bytes)`` + ``json.loads(bytes)``, the least any receiver must do;
 - produce:  sign the body (EIP-712) + canonical encoding + ``LocalStore.put``;
 - receive:  ``LocalStore.get`` + ``verify_batch`` (digest, strict decode, signature, body checks,
-  task regeneration from the round seed, re-scoring every completion).
+  task regeneration from the round seed, token ids counted and decoded, re-scoring every
+  completion).
 
 Prints batches per second for each and its cost as a multiple of the baseline.
 Usage: .venv/bin/python scripts/bench_data_plane.py [--seconds 3] [--compress]
@@ -29,12 +31,13 @@ from eth_utils import keccak
 
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
-from node.learning_data import TextCompletion
+from node.policy.model import load_tokenizer
+from node.policy.peer_ids import PeerIds, written_completion
 from node.rollouts import ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.verify import RoundContext, verify_batch
 from node.storage import LocalStore
-from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
+from node.tasks import derive_tasks, get_preset
 
 PEER = Account.from_key("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d")
 DOMAIN = Domain(
@@ -44,6 +47,7 @@ DOMAIN = Domain(
 )
 ROUND = 42
 GROUPS, GROUP_SIZE, CHARS = 8, 8, 1200
+PRESET = "paper-strict"
 WORDS = "first add the tens then the ones so the total is carry one and check again".split()
 
 
@@ -71,20 +75,21 @@ def main() -> None:
     args = parser.parse_args()
 
     seed = keccak(b"bench" + ROUND.to_bytes(8, "big"))
-    tasks = derive_tasks(seed, PEER.address, get_preset(DEFAULT_PRESET_NAME))[:GROUPS]
+    tasks = derive_tasks(seed, PEER.address, get_preset(PRESET))[:GROUPS]
     rng = random.Random(0)
     texts = [[completion_text(rng, t.answer, i % 2 == 0) for i in range(GROUP_SIZE)] for t in tasks]
+    tokens = PeerIds(load_tokenizer())
     model = ModelInfo(
-        name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None
+        name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=tokens.digest
     )
     encoded = assemble_batch(
         account=PEER,
         domain=DOMAIN,
         round=ROUND,
-        preset=DEFAULT_PRESET_NAME,
+        preset=PRESET,
         model=model,
         tasks=tasks,
-        samples=[[TextCompletion(text, "stop") for text in group] for group in texts],
+        samples=[[written_completion(tokens.tokenizer, text) for text in group] for group in texts],
         compress=args.compress,
     )
     body, data = encoded.batch.body, encoded.data
@@ -102,7 +107,12 @@ def main() -> None:
         relayer=None,
     )
     context = RoundContext(
-        domain=DOMAIN, round=ROUND, round_seed=seed, tasks_per_round=GROUPS, group_size=GROUP_SIZE
+        domain=DOMAIN,
+        round=ROUND,
+        round_seed=seed,
+        tasks_per_round=GROUPS,
+        group_size=GROUP_SIZE,
+        tokens=tokens,
     )
     plain = encode_batch(encoded.batch) if args.compress else data
 

@@ -44,6 +44,7 @@ from node.chain.committee import settle_outcome
 from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
 from node.chain.models import Verdict, VerdictState
 from node.sampling.intake import intake_round
+from node.sampling.tokens import TokenCheck
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext
 from node.storage import ContentStore
@@ -67,14 +68,16 @@ def audit_round(
     round: int,
     *,
     start_block: int,
+    tokens: TokenCheck,
     settings: AuditSettings | None = None,
 ) -> RoundAudit:
-    """Audits every batch of ``round``; raises AuditError when it cannot."""
+    """Audits every batch of ``round`` (``tokens``: the node's tokenizer, which counts and
+    decodes the batches' token ids); raises AuditError when it cannot."""
     settings = settings or AuditSettings()
     head = client.block_number()
     _check_judged(client, round)
     published, votes = _round_events(client, round, start_block, head)
-    verdicts = _verify(client, store, round, published, settings)
+    verdicts = _verify(client, store, round, published, tokens, settings)
     board = _leaderboard(settings, round) if settings.indexer_url else None
     batches = tuple(
         _batch_audit(client, round, commitment, verdicts[commitment.peer], votes, board)
@@ -134,6 +137,7 @@ def _verify(
     store: ContentStore,
     round: int,
     published: Sequence[RolloutsPublished],
+    tokens: TokenCheck,
     settings: AuditSettings,
 ) -> dict[str, PeerVerdict]:
     rules = client.rules_at(round)
@@ -143,6 +147,7 @@ def _verify(
         round_seed=client.round_seed(round),
         tasks_per_round=rules.tasks_per_round,
         group_size=rules.group_size,
+        tokens=tokens,
     )
     report = intake_round(
         published,

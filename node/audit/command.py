@@ -10,6 +10,7 @@ import click
 from node.audit.audit import AuditError, AuditSettings, audit_round
 from node.chain.errors import ChainError
 from node.config import ConfigError, NodeConfig, load_config
+from node.sampling.tokens import TokenCheck
 from node.storage import StoreError, open_store
 from node.tasks import TaskError
 
@@ -23,6 +24,18 @@ def _load(ctx: click.Context) -> NodeConfig:
     if not path.exists() and not obj.get("config_given", False):
         return NodeConfig()
     return load_config(path)
+
+
+def _tokens(source: str) -> TokenCheck:
+    """The node's tokenizer, which counts and decodes batches' token ids (transformers loads
+    here, not on import)."""
+    from node.policy.model import ModelLoadError, load_tokenizer
+    from node.policy.peer_ids import PeerIds
+
+    try:
+        return PeerIds(load_tokenizer(source))
+    except (ModelLoadError, OSError) as exc:
+        raise ValueError(f"cannot load the tokenizer of model {source!r}: {exc}") from None
 
 
 def _fail(ctx: click.Context, message: str) -> None:
@@ -71,7 +84,12 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
             indexer_url=indexer_url,
         )
         result = audit_round(
-            client, store, round, start_block=deployment.deployment_block, settings=settings
+            client,
+            store,
+            round,
+            start_block=deployment.deployment_block,
+            tokens=_tokens(config.model.source),
+            settings=settings,
         )
     except (AuditError, ChainError, ConfigError, StoreError, TaskError, ValueError) as exc:
         _fail(ctx, str(exc))

@@ -27,7 +27,7 @@ from node.learning_data import (
     TrainedCompletion,
 )
 from node.policy.generation import decode_completion
-from node.policy.model import stop_token_ids
+from node.policy.model import end_of_turn_id, stop_token_ids
 
 
 class BatchCompletion(Protocol):
@@ -88,6 +88,19 @@ class PeerIds:
         if any(i in self.stops for i in body):
             return False
         return decode_completion(self.tokenizer, body) == text
+
+
+def written_completion(
+    tokenizer: PreTrainedTokenizerBase, text: str, finish_reason: FinishReason = "stop"
+) -> GeneratedCompletion:
+    """``text`` as a sampler that wrote it would publish it: its tokens, then the end-of-turn
+    token if it stopped; log-probs unknown. For batches built without sampling (tests,
+    benchmarks, the spec's vectors). ValueError for a text the tokens do not give back."""
+    ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if decode_completion(tokenizer, list(ids)) != text:
+        raise ValueError(f"{text!r} does not decode back from its tokens")
+    stop = (end_of_turn_id(tokenizer),) if finish_reason == "stop" else ()
+    return GeneratedCompletion(text, ids + stop, finish_reason)
 
 
 def _as_text(completion: BatchCompletion) -> TextCompletion:

@@ -78,7 +78,7 @@ def round_logprob(value: float) -> float:
     return min(0.0, round(float(value), 6)) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def score_group(task: TaskItem, samples: Sequence[Sample], *, with_ids: bool = False) -> Group:
+def score_group(task: TaskItem, samples: Sequence[Sample], *, with_ids: bool = True) -> Group:
     """One group: the task as the batch records it and each completion with its reward."""
     return Group(
         task=TaskRecord(

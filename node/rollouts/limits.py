@@ -51,3 +51,8 @@ MAX_UINT64 = 2**64 - 1
 MAX_JSON_DEPTH = 8
 #: Longest integer literal accepted in the JSON (a uint64 has 20 digits).
 MAX_INT_DIGITS = 20
+#: What a verifier whose tokenizer is not the batch's holds a completion's text to: at most this
+#: many characters per token of the preset's limit. It cannot decode the ids, so the text bounds
+#: the length instead; the longest token of the shipped SmolLM2 tokenizer decodes to 81
+#: characters, so no honest SmolLM2 completion under the limit is longer.
+MAX_CHARS_PER_TOKEN = 96

@@ -66,6 +66,17 @@ class RejectReason(StrEnum):
     WRONG_GROUP_SIZE = "wrong_group_size"
     #: This node's verifier failed on the batch (a bug here, not provably the peer's fault).
     VERIFIER_ERROR = "verifier_error"
+    # --- sampled tokens (node.sampling.tokens) ---
+    #: The batch names no tokenizer, or a completion carries no token ids: nothing says how
+    #: long it is in tokens.
+    MISSING_TOKEN_IDS = "missing_token_ids"
+    #: A completion has more token ids than the preset's limit per completion (or, where its
+    #: tokenizer is not this node's, a text longer than that many tokens can be).
+    TOO_MANY_TOKENS = "too_many_tokens"
+    #: A completion's token ids are not a sampling of its text that ends as its finish reason
+    #: says (an id out of the vocabulary, a stop misplaced, missing or extra, or they decode to
+    #: another text).
+    TOKEN_MISMATCH = "token_mismatch"
 
 
 class BatchRejected(Exception):

@@ -141,6 +141,7 @@ class SwarmNode(Producer):
             round_seed(self.genesis_seed, round),
             tasks_per_round=tasks_per_round,
             group_size=group_size,
+            tokens=self.learner.peer_ids,
         )
         self.exchange.reach(c.peer for c in commitments)
         intake = intake_round(

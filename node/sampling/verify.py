@@ -11,11 +11,13 @@
 7. the preset and generator are known here, the preset derives at least n tasks, and every task
    is the one regenerated from the round seed for that peer (dataset, question and reference
    answer);
-8. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
+8. every completion's token ids, at most the preset's limit, are a sampling of its text
+   (``node.sampling.tokens``: decoded where the tokenizer is this node's);
+9. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
 
-A failure at 2-7 is the peer's fault and is attested as a flag over everything it committed (except
-an unknown schema, preset or generator version: skipped, not judged); at 8 each completion counts on
-its own, and groups with any mismatch are not kept. Nothing here raises
+A failure at 2-8 is the peer's fault and is attested as a flag over everything it committed (except
+an unknown schema, preset or generator version: skipped, not judged); at 9 each
+completion counts on its own, and groups with any mismatch are not kept. Nothing here raises
 for any input bytes: every outcome is a :class:`PeerVerdict`.
 """
 
@@ -34,6 +36,7 @@ from node.rollouts.limits import MAX_BATCH_BYTES
 from node.rollouts.reasons import RejectReason
 from node.rollouts.schema import Group
 from node.sampling.shape import check_round_rules, check_shape
+from node.sampling.tokens import TokenCheck, check_tokens
 from node.sampling.verdicts import PeerVerdict, VerifiedGroup, to_milli
 from node.tasks import TaskError, TaskItem, derive_tasks, generator_id, get_preset, score_completion
 
@@ -48,14 +51,16 @@ _CANNOT_JUDGE = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRE
 
 @dataclass(frozen=True)
 class RoundContext:
-    """What a verifier knows of the round independently of any peer: its seed and its rules of
-    shape, n tasks per batch and G completions per task (ValueError outside the batch limits)."""
+    """What a verifier knows of the round independently of any peer: its seed, its rules of
+    shape, n tasks per batch and G completions per task (ValueError outside the batch limits),
+    and this node's tokenizer, which counts and decodes the batches' token ids."""
 
     domain: Domain
     round: int
     round_seed: bytes
     tasks_per_round: int
     group_size: int
+    tokens: TokenCheck
     max_batch_bytes: int = MAX_BATCH_BYTES
 
     def __post_init__(self) -> None:
@@ -85,6 +90,8 @@ def verify_batch(
         _check_body(batch, commitment, context)
         check_shape(batch.body, context.tasks_per_round, context.group_size)
         tasks = _expected_tasks(batch, commitment, context, derive)
+        limit = get_preset(batch.body.tasks.preset).max_completion_tokens
+        check_tokens(batch.body, limit, context.tokens)
         return _rescore(batch, commitment, tasks, context)
     except BatchRejected as rejection:
         if rejection.reason in _CANNOT_JUDGE:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from node.rollouts.limits import MAX_COMPLETION_TOKENS
 from node.tasks import generator
 from node.tasks.errors import UnknownPreset
 from node.tasks.safe_scorers import REVIEWED_SCORERS
@@ -129,6 +130,13 @@ class Preset(BaseModel):
     description: str = Field(default="", description="one line for humans")
     scoring: ScoringRule = Field(
         default="dataset", description="the scoring rule of docs/PROTOCOL.md, 'Scoring'"
+    )
+    max_completion_tokens: int = Field(
+        default=512,
+        ge=1,
+        le=MAX_COMPLETION_TOKENS,
+        description="the most token ids a completion may have, its stop token included: a "
+        "verifier flags a longer one (too_many_tokens), and a node samples no more",
     )
     specialties: tuple[tuple[float, ...], ...] = Field(
         default=(),
@@ -233,6 +241,7 @@ SMOL_EASY = Preset(
     name="smol-easy",
     tasks_per_round=8,
     description="easy two-term arithmetic for SmolLM2-135M-Instruct (base reward ~5-30%)",
+    max_completion_tokens=64,  # an answer here is a few tokens; a node samples 48 by default
     entries=(
         # Without parentheses, an n-"digit" term is drawn from 0..10**n (inclusive), so one-digit
         # questions run 0..10 and two-digit ones 0..100. Results may be negative (3 - 7).
@@ -274,6 +283,7 @@ SMOL_MIX_STRICT = Preset(
     name="smol-mix-strict",
     tasks_per_round=8,
     description="four kinds of one-digit arithmetic, each peer specialised in one, scored strictly",
+    max_completion_tokens=64,
     entries=(
         # base SmolLM2-135M, strict, 16 tokens (scripts/measure_task_mix.py, docs/LOG.md):
         _arith(1.0, ["+"], digits=1),  # 0.19, half the groups with signal

@@ -18,7 +18,6 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import ballot_commitment, new_salt, sort_items
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import VerdictItem
-from node.learning_data import TextCompletion
 from node.rollouts import Group, ModelInfo, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.intake import intake_round
@@ -26,10 +25,13 @@ from node.sampling.verify import RoundContext
 from node.storage import LocalStore
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 from tests.chain_fixtures import TEST_CONFIG, ChainControl
+from tests.sampling.batches import TOKENS, stopped
 
 ETHER = 10**18
 NAMES = ("alice", "bob", "carol", "dave")
-MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None)
+MODEL = ModelInfo(
+    name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=TOKENS.digest
+)
 #: n and G of the rounds here: the test deployment's rules (what ``swarm audit`` checks).
 TASKS_PER_ROUND, GROUP_SIZE = TEST_CONFIG.tasks_per_round, TEST_CONFIG.group_size
 
@@ -86,7 +88,7 @@ def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
             model=MODEL,
             tasks=tasks,
             samples=[
-                [TextCompletion(text, "stop") for text in texts_for(task.answer)] for task in tasks
+                stopped(texts_for(task.answer)) for task in tasks
             ],
         )
         data, reward_sum = encoded.data, encoded.reward_sum_milli
@@ -122,6 +124,7 @@ def node_items(swarm: AuditSwarm, attester: str) -> list[VerdictItem]:
         round_seed=client.round_seed(swarm.round),
         tasks_per_round=TASKS_PER_ROUND,
         group_size=GROUP_SIZE,
+        tokens=TOKENS,
     )
     report = intake_round(events, swarm.store, context, own_address=swarm.address(attester))
     return report.items()

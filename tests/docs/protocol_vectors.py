@@ -139,6 +139,7 @@ def presets_vector(inputs: Inputs) -> Vector:
             name: {
                 "scoring": preset.scoring,
                 "tasks_per_round": preset.tasks_per_round,
+                "max_completion_tokens": preset.max_completion_tokens,
                 "entries": [
                     {"dataset": e.dataset, "weight": e.weight, "config": e.config}
                     for e in preset.entries

@@ -22,6 +22,8 @@ from node.chain.eip712 import Domain, recover_struct_signer, typed_data_hash
 from node.chain.events import RolloutsPublished
 from node.rollouts import decode_batch, encode_batch
 from node.rollouts.signing import SECP256K1_N
+from node.policy.model import load_tokenizer
+from node.policy.peer_ids import PeerIds
 from node.sampling.verify import RoundContext, verify_batch
 from node.storage.announced import AnnouncedEndpoints
 from node.storage.endpoint import EndpointRejected, StoreEndpoint
@@ -104,6 +106,7 @@ def test_the_documented_batch_decodes_and_passes_every_check(documented: dict[st
         bytes.fromhex(documented["round-seed"]["round_seed"][2:]),
         tasks_per_round=summary["groups"],  # the vector's round has one task, G = 4
         group_size=summary["completions"] // summary["groups"],
+        tokens=PeerIds(load_tokenizer()),  # the shipped tokenizer, whose digest the batch names
     )
     verdict = verify_batch(data, commitment, context)
     assert verdict.accepted, verdict.detail

@@ -24,6 +24,7 @@ from node.config import NodeConfig, with_overrides
 from node.learning_data import GeneratedCompletion, GeneratedGroup
 from node.policy.adapters import AdapterPool
 from node.policy.model import end_of_turn_id
+from node.policy.peer_ids import written_completion
 from node.rollouts import encode_batch, sign_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import BatchBody, Completion, Group, ModelInfo, TaskRecord, TaskSource
@@ -74,9 +75,15 @@ class AnsweringLearner(Learner):
         ]
 
     def _answer(self, text: str) -> GeneratedCompletion:
-        """A completion that wrote ``text`` and then its end-of-turn token; log-probs unknown."""
-        ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return GeneratedCompletion(text, ids + (end_of_turn_id(self.tokenizer),), "stop")
+        """A completion that wrote ``text`` and then its end-of-turn token; log-probs unknown.
+        A tokenizer that cannot write it (the word-level one of the heterogeneous swarm) gives
+        its encoding, which decodes to something else: only verifiers with another tokenizer,
+        which cannot decode them, judge such a node's batches."""
+        try:
+            return written_completion(self.tokenizer, text)
+        except ValueError:
+            ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return GeneratedCompletion(text, ids + (end_of_turn_id(self.tokenizer),), "stop")
 
 
 class InflatingNode(SwarmNode):
@@ -90,7 +97,11 @@ class InflatingNode(SwarmNode):
             coordinator=self.exchange.domain.verifying_contract,
             round=round,
             peer=self.address,
-            model=ModelInfo(name=self.learner.model_name, adapter_digest=None, tokenizer=None),
+            model=ModelInfo(
+                name=self.learner.model_name,
+                adapter_digest=None,
+                tokenizer=self.learner.peer_ids.digest,
+            ),
             tasks=TaskSource(preset=self.preset.name, generator=generator_id()),
             groups=[
                 Group(
@@ -102,7 +113,7 @@ class InflatingNode(SwarmNode):
                             text=c.text,
                             reward=1.0,
                             finish_reason=c.finish_reason,
-                            token_ids=None,
+                            token_ids=list(c.token_ids),
                             logprobs=None,
                         )
                         for c in group.completions

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from node.config import ConfigError, NodeConfig, with_overrides
-from node.learning_data import GeneratedCompletion, GeneratedGroup, TextCompletion
+from node.learning_data import GeneratedGroup
 from node.rollouts import RejectReason, decode_batch
 from node.round.errors import BatchShapeError
 from node.round.inprocess import InProcessSwarm
@@ -19,39 +19,30 @@ from node.round.node import SwarmNode
 from node.sampling.verdicts import IntakeReport
 from node.tasks import TaskItem
 from tests.rollouts.factories import OTHER, PEER
+from tests.sampling.batches import TOKENS, stopped
 
 ROUND = 3
 
 
-class TextsOnly:
-    """No tokenizer: publishes no token ids and trains on texts."""
-
-    digest = None
-
-    def trained(self, completions: Sequence[Any], tokenizer: str | None) -> list[TextCompletion]:
-        return [TextCompletion(c.text, c.finish_reason) for c in completions]
-
-
 class ScriptedLearner:
-    """Every other completion gives the reference answer; nothing to load or train."""
+    """Every other completion gives the reference answer, written with the shipped tokenizer's
+    ids; nothing to load or train."""
 
     model_name = "scripted"
-    peer_ids = TextsOnly()
+    peer_ids = TOKENS
 
     def generate(
         self, tasks: Sequence[TaskItem], group_size: int, *, seed: int
     ) -> list[GeneratedGroup]:
+        answers = [
+            [task.answer if i % 2 == 0 else "no" for i in range(group_size)] for task in tasks
+        ]
         return [
             GeneratedGroup(
                 prompt_ids=(1,),
-                completions=tuple(
-                    GeneratedCompletion(
-                        f"<answer>{task.answer if i % 2 == 0 else 'no'}</answer>", (2,), "stop"
-                    )
-                    for i in range(group_size)
-                ),
+                completions=tuple(stopped([f"<answer>{answer}</answer>" for answer in group])),
             )
-            for task in tasks
+            for group in answers
         ]
 
     def restore(self, directory: Path) -> None:

@@ -141,3 +141,14 @@ def test_the_stability_settings_reach_the_grpo_update_and_the_adapter() -> None:
 def test_a_bad_stability_setting_names_its_key(training: dict[str, object], where: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(where)):
         parse_config({"training": training})
+
+
+def test_a_node_never_samples_past_its_preset_s_token_limit() -> None:
+    from node.tasks.presets import get_preset
+
+    limit = get_preset("smol-strict").max_completion_tokens
+    assert parse_config({"generation": {"max_new_tokens": limit}})
+    with pytest.raises(ConfigError, match=f"allows {limit} tokens per completion"):
+        parse_config({"generation": {"max_new_tokens": limit + 1}})
+    paper = {"tasks": {"preset": "paper-strict"}, "generation": {"max_new_tokens": limit + 1}}
+    assert parse_config(paper).generation.max_new_tokens == limit + 1

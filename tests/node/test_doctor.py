@@ -362,13 +362,14 @@ def test_impossible_memory_settings_are_refused(home: Path, chain: ChainControl)
         f"http://127.0.0.1:{closed_port()}",
         model=f'source = "smollm2-135m"\ncheckpoint_dir = "{home / "checkpoints"}"',
         sampling="group_size = 32",
-        generation="max_new_tokens = 2048",
+        tasks='preset = "paper-strict"',  # its limit, 512 tokens per completion, allows long ones
+        generation="max_new_tokens = 512",
     )
     config = load_config(home / "node.toml")
     checks = run_checks(config, probes=Probes(memory_available=lambda: 8 * GIB))
     memory = next(check for check in checks if check.name == "memory")
     assert memory.status == "problem", memory.line()
-    assert "G 32" in memory.detail and "max_new_tokens 2048" in memory.detail
+    assert "G 32" in memory.detail and "max_new_tokens 512" in memory.detail
     assert "Fix: lower [training] micro_batch_size" in memory.line()
     roomy = run_checks(config, probes=Probes(memory_available=lambda: 64 * GIB))
     assert next(check for check in roomy if check.name == "memory").status == "ok"

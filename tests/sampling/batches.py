@@ -7,7 +7,9 @@ from eth_utils import keccak
 
 from node.chain.eip712 import Domain, sign_rollout_batch
 from node.chain.events import RolloutsPublished
-from node.learning_data import TextCompletion
+from node.learning_data import GeneratedCompletion
+from node.policy.model import load_tokenizer
+from node.policy.peer_ids import PeerIds, written_completion
 from node.rollouts import (
     Group,
     ModelInfo,
@@ -23,7 +25,11 @@ from node.rollouts.limits import MAX_COMPLETIONS_PER_GROUP
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
 
 ROUND = 5
-MODEL = ModelInfo(name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None)
+#: The verifier's tokenizer (the shipped one): it counts and decodes the batches' token ids.
+TOKENS = PeerIds(load_tokenizer())
+MODEL = ModelInfo(
+    name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=TOKENS.digest
+)
 #: The round's rules of shape here: every task of the default preset (n), G completions each.
 TASKS_PER_ROUND = get_preset(DEFAULT_PRESET_NAME).tasks_per_round
 GROUP_SIZE = 4
@@ -44,9 +50,9 @@ def mixed_texts(task: TaskItem, group_size: int = GROUP_SIZE) -> list[str]:
     return [right if i % 2 == 0 else wrong for i in range(group_size)]
 
 
-def stopped(texts: list[str]) -> list[TextCompletion]:
-    """Completions that ended with a stop token, known by their text (no token ids)."""
-    return [TextCompletion(text, "stop") for text in texts]
+def stopped(texts: list[str]) -> list[GeneratedCompletion]:
+    """Completions that wrote ``texts`` and then a stop token (their ids, log-probs unknown)."""
+    return [written_completion(TOKENS.tokenizer, text) for text in texts]
 
 
 def honest_batch(
@@ -122,8 +128,10 @@ def oversized_batch(
     tasks = tasks_for(account.address, round)
     text = "x" * 8000 + " <answer>{}</answer>"
     groups = [
-        score_group(
-            task, stopped([text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP)
+        score_group(  # no ids: they would take it past the 4 MiB a verifier reads
+            task,
+            stopped([text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP),
+            with_ids=False,
         )
         for task in tasks
     ]

@@ -20,10 +20,12 @@ from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext, verify_batch
 from node.storage import ContentStore, KuboStore, LocalStore
 from tests.rollouts.factories import COORDINATOR, DOMAIN, OTHER, PEER
+from node.policy.peer_ids import written_completion
 from tests.sampling.batches import (
     GROUP_SIZE,
     ROUND,
     TASKS_PER_ROUND,
+    TOKENS,
     commitment_for,
     honest_batch,
     oversized_batch,
@@ -41,6 +43,7 @@ CONTEXT = RoundContext(
     round_seed=round_seed(ROUND),
     tasks_per_round=TASKS_PER_ROUND,
     group_size=GROUP_SIZE,
+    tokens=TOKENS,
 )
 
 
@@ -174,7 +177,9 @@ def test_a_strict_batch_pays_only_clean_stops(store: LocalStore, forge) -> None:
     first = groups[0]
     right = next(i for i, c in enumerate(first.completions) if c.reward == 1.0)
     completions = list(first.completions)
-    completions[right] = completions[right].model_copy(update=forge(completions[right]))
+    forged = completions[right].model_copy(update=forge(completions[right]))
+    written = written_completion(TOKENS.tokenizer, forged.text, forged.finish_reason)
+    completions[right] = forged.model_copy(update={"token_ids": list(written.token_ids)})
     groups[0] = Group(task=first.task, completions=completions)
     data, commitment = republished(encoded.batch, groups, PEER, DOMAIN)
     verdict = _verdict_for(data, commitment, store)

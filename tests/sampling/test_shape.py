@@ -23,6 +23,7 @@ from tests.rollouts.factories import DOMAIN, PEER
 from tests.sampling.batches import (
     ROUND,
     TASKS_PER_ROUND,
+    TOKENS,
     commitment_for,
     honest_batch,
     republished,
@@ -33,7 +34,7 @@ from tests.sampling.batches import (
 
 G = 8
 CONTEXT = RoundContext(
-    DOMAIN, ROUND, round_seed(ROUND), tasks_per_round=TASKS_PER_ROUND, group_size=G
+    DOMAIN, ROUND, round_seed(ROUND), tasks_per_round=TASKS_PER_ROUND, group_size=G, tokens=TOKENS
 )
 HONEST = honest_batch(PEER, DOMAIN, group_size=G)
 TASKS = tasks_for(PEER.address)
@@ -150,7 +151,12 @@ def test_a_preset_with_fewer_tasks_than_the_round_is_skipped() -> None:
 def test_a_round_context_refuses_rules_no_batch_can_meet(rules: tuple[int, int]) -> None:
     with pytest.raises(ValueError, match="must be 1.."):
         RoundContext(
-            DOMAIN, ROUND, round_seed(ROUND), tasks_per_round=rules[0], group_size=rules[1]
+            DOMAIN,
+            ROUND,
+            round_seed(ROUND),
+            tasks_per_round=rules[0],
+            group_size=rules[1],
+            tokens=TOKENS,
         )
 
 
