@@ -238,6 +238,7 @@ class TrainingSettings(_Section):
         "all",
         description="Peers' completions trained on: 'all', or 'positive' (advantage > 0 only).",
     )
+
     @field_validator("peer_logprob_gap", mode="before")
     @classmethod
     def _no_gap(cls, value: object) -> object:
@@ -400,7 +401,7 @@ def example_toml(model: type[BaseModel] = NodeConfig) -> str:
 
 
 def _toml_value(value: Any) -> str:
-    if value is None:  # TOML has no null; only peer_logprob_gap can differ from its default so
+    if value is None:  # TOML has no null (only peer_logprob_gap is None other than by default)
         return '"none"'
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, get_args
 
+from node import defaults
 from node.config import (
     LoraTargets,
     NodeConfig,
@@ -16,7 +17,6 @@ from node.config import (
     PeerImportance,
     with_overrides,
 )
-from node import defaults
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 
 EXCHANGES = ("chain", "inprocess")

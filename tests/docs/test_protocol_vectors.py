@@ -20,10 +20,10 @@ from eth_account import Account
 
 from node.chain.eip712 import Domain, recover_struct_signer, typed_data_hash
 from node.chain.events import RolloutsPublished
-from node.rollouts import decode_batch, encode_batch
-from node.rollouts.signing import SECP256K1_N
 from node.policy.model import load_tokenizer
 from node.policy.peer_ids import PeerIds
+from node.rollouts import decode_batch, encode_batch
+from node.rollouts.signing import SECP256K1_N
 from node.sampling.verify import RoundContext, verify_batch
 from node.storage.announced import AnnouncedEndpoints
 from node.storage.endpoint import EndpointRejected, StoreEndpoint

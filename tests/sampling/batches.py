@@ -13,6 +13,7 @@ from node.policy.peer_ids import PeerIds, written_completion
 from node.rollouts import (
     Group,
     ModelInfo,
+    RejectReason,
     SignedBatch,
     batch_digest,
     body_hash,
@@ -22,6 +23,7 @@ from node.rollouts import (
 from node.rollouts.assemble import EncodedBatch, assemble_batch, score_group
 from node.rollouts.canonical import canonical_json
 from node.rollouts.limits import MAX_COMPLETIONS_PER_GROUP
+from node.sampling.verdicts import PeerVerdict
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
 
 ROUND = 5
@@ -33,6 +35,15 @@ MODEL = ModelInfo(
 #: The round's rules of shape here: every task of the default preset (n), G completions each.
 TASKS_PER_ROUND = get_preset(DEFAULT_PRESET_NAME).tasks_per_round
 GROUP_SIZE = 4
+
+
+def assert_flagged(verdict: PeerVerdict, commitment: RolloutsPublished, reason: str) -> None:
+    """``verdict`` flags ``reason`` over everything ``commitment`` committed, keeping nothing."""
+    assert verdict.reason is RejectReason(reason), verdict.detail
+    item = verdict.item()
+    assert item is not None and item.is_flag
+    assert (item.checked, item.agreed, item.verified_reward_sum) == (commitment.completions, 0, 0)
+    assert verdict.groups == ()
 
 
 def round_seed(round: int) -> bytes:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from node.policy.peer_ids import written_completion
 from node.rollouts import Group, RejectReason, TaskRecord, encode_batch, sign_batch
 from node.rollouts.limits import MAX_BATCH_BYTES, MAX_FETCH_BYTES
 from node.sampling.fetch import fetch_batches
@@ -20,7 +21,6 @@ from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext, verify_batch
 from node.storage import ContentStore, KuboStore, LocalStore
 from tests.rollouts.factories import COORDINATOR, DOMAIN, OTHER, PEER
-from node.policy.peer_ids import written_completion
 from tests.sampling.batches import (
     GROUP_SIZE,
     ROUND,

@@ -21,6 +21,7 @@ from node.sampling.verify import RoundContext, derive_for_preset, verify_batch
 from node.tasks import TaskItem
 from tests.rollouts.factories import DOMAIN, PEER
 from tests.sampling.batches import (
+    assert_flagged,
     ROUND,
     TASKS_PER_ROUND,
     TOKENS,
@@ -48,14 +49,6 @@ def right(task: TaskItem, count: int) -> Group:
 def verdict_of(groups: list[Group]) -> tuple[PeerVerdict, RolloutsPublished]:
     data, commitment = republished(HONEST.batch, groups, PEER, DOMAIN)
     return verify_batch(data, commitment, CONTEXT), commitment
-
-
-def assert_flagged(verdict: PeerVerdict, commitment: RolloutsPublished, reason: str) -> None:
-    assert verdict.reason is RejectReason(reason), verdict.detail
-    item = verdict.item()
-    assert item is not None and item.is_flag
-    assert (item.checked, item.agreed, item.verified_reward_sum) == (commitment.completions, 0, 0)
-    assert verdict.groups == ()
 
 
 def test_an_honest_full_batch_passes() -> None:

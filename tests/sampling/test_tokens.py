@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from node.chain.events import RolloutsPublished
-from node.rollouts import Completion, Group, RejectReason, encode_batch, sign_batch
+from node.rollouts import Completion, Group, encode_batch, sign_batch
 from node.rollouts.assemble import score_group
 from node.rollouts.limits import MAX_CHARS_PER_TOKEN
 from node.sampling.verdicts import PeerVerdict
@@ -23,6 +23,7 @@ from node.sampling.verify import RoundContext, verify_batch
 from node.tasks import get_preset
 from tests.rollouts.factories import DOMAIN, PEER
 from tests.sampling.batches import (
+    assert_flagged,
     DEFAULT_PRESET_NAME,
     GROUP_SIZE,
     ROUND,
@@ -62,14 +63,6 @@ def _verdict(groups: list[Group]) -> tuple[PeerVerdict, RolloutsPublished]:
     return verify_batch(data, commitment, CONTEXT), commitment
 
 
-def _assert_flagged(verdict: PeerVerdict, commitment: RolloutsPublished, reason: str) -> None:
-    assert verdict.reason is RejectReason(reason), verdict.detail
-    item = verdict.item()
-    assert item is not None and item.is_flag
-    assert (item.checked, item.agreed, item.verified_reward_sum) == (commitment.completions, 0, 0)
-    assert verdict.groups == ()
-
-
 def test_the_honest_batch_carries_its_ids_and_passes() -> None:
     body = HONEST.batch.body
     assert body.model.tokenizer == TOKENS.digest
@@ -93,7 +86,7 @@ def test_a_long_answer_within_the_limit_passes_and_one_token_more_is_flagged() -
     assert len(stopped([longer])[0].token_ids) == LIMIT + 1
     groups[0] = score_group(task, stopped([longer] * GROUP_SIZE))
     verdict, commitment = _verdict(groups)
-    _assert_flagged(verdict, commitment, "too_many_tokens")
+    assert_flagged(verdict, commitment, "too_many_tokens")
     assert f"the preset allows {LIMIT}" in verdict.detail
 
 
@@ -128,7 +121,7 @@ def test_ids_that_are_not_a_sampling_of_the_text_are_flagged(
     change: Callable[[Completion], dict], reason: str
 ) -> None:
     verdict, commitment = _verdict(_first_completion_changed(change))
-    _assert_flagged(verdict, commitment, reason)
+    assert_flagged(verdict, commitment, reason)
 
 
 def _with_tokenizer(tokenizer: str | None) -> tuple[PeerVerdict, RolloutsPublished]:
@@ -155,7 +148,7 @@ def _signed(tokenizer: str | None, groups: list[Group]) -> tuple[PeerVerdict, Ro
 
 def test_a_batch_naming_no_tokenizer_is_flagged() -> None:
     verdict, commitment = _with_tokenizer(None)
-    _assert_flagged(verdict, commitment, "missing_token_ids")
+    assert_flagged(verdict, commitment, "missing_token_ids")
 
 
 def test_another_tokenizer_s_batch_is_judged_by_its_ids_count_and_its_text_s_length() -> None:
@@ -176,5 +169,5 @@ def test_another_tokenizer_s_batch_is_judged_by_its_ids_count_and_its_text_s_len
         if accepted:
             assert verdict.accepted, verdict.detail
         else:
-            _assert_flagged(verdict, commitment, "too_many_tokens")
+            assert_flagged(verdict, commitment, "too_many_tokens")
             assert "characters" in verdict.detail
