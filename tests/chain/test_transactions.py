@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from eth_account import Account
@@ -38,12 +37,10 @@ def test_unreachable_rpc_is_retryable_and_says_where(deployment) -> None:
     client = _client(
         url, deployment, retry=RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02)
     )
-    started = time.monotonic()
     with pytest.raises(RpcUnavailable) as caught:
         client.current_round()
     assert isinstance(caught.value, RetryableChainError) and caught.value.retryable
     assert url in str(caught.value) and "gave up after 3 attempts" in str(caught.value)
-    assert time.monotonic() - started < 5
 
 
 def test_transient_http_failures_are_retried(chain, anvil, deployment, dev_accounts) -> None:
