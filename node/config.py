@@ -11,7 +11,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -26,6 +26,9 @@ from node import defaults
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
 from node.urls import rpc_url_problem
 
+if TYPE_CHECKING:
+    from node.tasks.presets import Preset
+
 TrainingPrecision = Literal["auto", "float32", "bfloat16"]
 """Matrix products of the GRPO update (node.policy.precision)."""
 
@@ -39,6 +42,16 @@ PeerAdvantage = Literal["all", "positive"]
 
 class ConfigError(ValueError):
     """The configuration file is missing, not TOML, or invalid; the message lists each problem."""
+
+
+#: How a TOML file or a command line says "no value" for a setting whose default is one (TOML
+#: has no null): ``peer_logprob_gap = "none"``.
+NO_VALUE = "none"
+
+
+def is_no_value(value: object) -> bool:
+    """Whether ``value`` is the word ``none`` (any case, spaces around)."""
+    return isinstance(value, str) and value.strip().lower() == NO_VALUE
 
 
 class _Section(BaseModel):
@@ -116,7 +129,8 @@ class TaskSettings(_Section):
     def _within_the_preset(self) -> TaskSettings:
         if self.tasks_per_round is None:
             return self
-        available = _preset_tasks(self.preset)
+        preset = _known_preset(self.preset)
+        available = None if preset is None else preset.tasks_per_round
         if available is not None and self.tasks_per_round > available:
             raise ValueError(
                 f"tasks_per_round = {self.tasks_per_round}, but preset {self.preset!r} derives "
@@ -131,12 +145,11 @@ class TaskSettings(_Section):
         return self.tasks_per_round or get_preset(self.preset).tasks_per_round
 
 
-def _preset_tasks(name: str) -> int | None:
-    """The preset's tasks per round; None for a name this node does not know (reported later)."""
-    from node.tasks.presets import PRESETS
+def _known_preset(name: str) -> Preset | None:
+    """The preset called ``name``; None for a name this node does not know (reported later)."""
+    from node.tasks.presets import PRESETS  # reasoning-gym loads only when asked
 
-    preset = PRESETS.get(name)
-    return None if preset is None else preset.tasks_per_round
+    return PRESETS.get(name)
 
 
 class SamplingSettings(_Section):
@@ -243,7 +256,7 @@ class TrainingSettings(_Section):
     @classmethod
     def _no_gap(cls, value: object) -> object:
         """TOML has no null: ``peer_logprob_gap = "none"`` turns the rule off."""
-        return None if isinstance(value, str) and value.strip().lower() == "none" else value
+        return None if is_no_value(value) else value
 
     micro_batch_size: int = Field(
         16,
@@ -309,9 +322,7 @@ class NodeConfig(_Section):
     @model_validator(mode="after")
     def _within_the_token_limit(self) -> NodeConfig:
         """Peers flag a completion longer than the preset allows (``too_many_tokens``)."""
-        from node.tasks.presets import PRESETS
-
-        preset = PRESETS.get(self.tasks.preset)
+        preset = _known_preset(self.tasks.preset)
         wanted = self.generation.max_new_tokens
         if preset is not None and wanted > preset.max_completion_tokens:
             raise ValueError(
@@ -402,7 +413,7 @@ def example_toml(model: type[BaseModel] = NodeConfig) -> str:
 
 def _toml_value(value: Any) -> str:
     if value is None:  # TOML has no null (only peer_logprob_gap is None other than by default)
-        return '"none"'
+        return f'"{NO_VALUE}"'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+import math
 from pathlib import Path
 from typing import get_args
 
 import click
 
-from node.config import LoraTargets, PeerAdvantage, PeerImportance
+from node.config import NO_VALUE, LoraTargets, PeerAdvantage, PeerImportance, is_no_value
 from node.experiment.config import ACCOUNTINGS, EXCHANGES, ExperimentConfig, Sharing
 
 
@@ -21,25 +21,21 @@ def _configs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
 
 
 class _GapType(click.ParamType):
-    """A positive number of nats, or ``none`` (no peer's group dropped for its gap)."""
+    """A positive number of nats, or ``none`` (no peer's group dropped for its gap), which the
+    config's ``merged`` turns into None."""
 
     name = "NATS|none"
 
     def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
-        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
-            return _NO_GAP
+        if is_no_value(value):
+            return NO_VALUE
         try:
             gap = float(value)
         except ValueError:
-            self.fail(f"{value!r}: a number of nats > 0, or none", param, ctx)
+            gap = math.nan
         if not gap > 0:
             self.fail(f"{value!r}: a number of nats > 0, or none", param, ctx)
         return gap
-
-
-#: --peer-logprob-gap none, told apart from the option's absence (None: the configured value).
-_NO_GAP = "none"
-_GAP = _GapType()
 
 
 @click.command("experiment")
@@ -113,7 +109,7 @@ _GAP = _GapType()
 )
 @click.option(
     "--peer-logprob-gap",
-    type=_GAP,
+    type=_GapType(),
     help="Drop a peer's group whose mean per-token log-prob under the policy is more than this "
     "many nats below the own completions'; 'none' keeps all [1.0].",
 )
@@ -184,13 +180,8 @@ def experiment(out: Path, config_file: Path | None, inprocess: bool, **options: 
         options["exchange"] = "inprocess"
     if not options["seeds"]:
         options["seeds"] = None
-    no_gap = options["peer_logprob_gap"] == _NO_GAP
-    if no_gap:
-        options["peer_logprob_gap"] = None
     try:
         config = base.merged(**options)
-        if no_gap:
-            config = replace(config, peer_logprob_gap=None)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

@@ -15,6 +15,7 @@ from node.config import (
     NodeConfig,
     PeerAdvantage,
     PeerImportance,
+    is_no_value,
     with_overrides,
 )
 from node.defaults import DEFAULT_PRESET_NAME, SHIPPED_MODEL
@@ -200,13 +201,11 @@ class ExperimentConfig:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown experiment settings: {', '.join(sorted(unknown))}")
-        values = dict(data)
+        values = _no_value_as_none(dict(data))
         if "configs" in values:
             values["configs"] = tuple(Sharing.parse(c) for c in values["configs"])
         if "seeds" in values:
             values["seeds"] = tuple(int(s) for s in values["seeds"])
-        if str(values.get("peer_logprob_gap", "")).strip().lower() == "none":
-            values["peer_logprob_gap"] = None  # TOML has no null
         return cls(**values)
 
     @classmethod
@@ -217,8 +216,10 @@ class ExperimentConfig:
         return cls.from_mapping(data.get("experiment", data))
 
     def merged(self, **overrides: Any) -> ExperimentConfig:
-        """This config with the given (non-None) values replaced."""
-        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        """This config with the given (non-None) values replaced; ``peer_logprob_gap="none"``
+        turns the gap rule off."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return replace(self, **_no_value_as_none(given))
 
 
 def save_config(config: ExperimentConfig, path: Path) -> None:
@@ -239,6 +240,13 @@ _BEFORE_THE_KEY: dict[str, Any] = {
 def load_config(path: Path) -> ExperimentConfig:
     """A run folder's ``config.json``; keys it predates take the values it ran with."""
     return ExperimentConfig.from_mapping(_BEFORE_THE_KEY | json.loads(path.read_text()))
+
+
+def _no_value_as_none(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with ``peer_logprob_gap = "none"`` (a TOML file, the command line) as None."""
+    if is_no_value(values.get("peer_logprob_gap")):
+        return values | {"peer_logprob_gap": None}
+    return values
 
 
 def _one_of(name: str, value: object, choices: tuple[str, ...]) -> None:
