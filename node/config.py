@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -205,8 +206,25 @@ class GenerationSettings(_Section):
         description="Longest completion, in tokens, its stop included (answers here are short); "
         "at most the preset's limit (64 for smol-*, 512 for paper-*), which peers enforce.",
     )
-    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling: keep this much mass.")
+    temperature: float = Field(
+        1.0,
+        description="Sampling temperature: 1, the only one the protocol's seeded sampler "
+        "(swarm.sample/1) uses, so that peers can recompute what was sampled.",
+    )
+    top_p: float = Field(
+        1.0, description="Nucleus sampling: 1 (the whole vocabulary), as the protocol fixes."
+    )
+
+    @field_validator("temperature", "top_p")
+    @classmethod
+    def _the_protocol_s_sampler(cls, value: float, info: ValidationInfo) -> float:
+        if value != 1.0:
+            raise ValueError(
+                f"{info.field_name} must be 1: the protocol's seeded sampler (swarm.sample/1) "
+                "samples the whole distribution so that peers can check what was sampled; "
+                f"remove generation.{info.field_name} from the config"
+            )
+        return value
 
 
 class TrainingSettings(_Section):

@@ -83,7 +83,6 @@ class _GapType(click.ParamType):
 )
 @click.option("--group-size", type=click.IntRange(min=2), help="Completions per task, G [8].")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), help="Longest completion [16].")
-@click.option("--temperature", type=float, help="Sampling temperature [1.0].")
 @click.option("--lr", type=float, help="AdamW learning rate of the LoRA adapters [3e-4].")
 @click.option("--lora-rank", type=click.IntRange(min=1), help="LoRA rank [16].")
 @click.option(

@@ -70,6 +70,7 @@ class ExperimentConfig:
     group_size: int = 8
     max_new_tokens: int = 16
     temperature: float = 1.0
+    """Always 1, the protocol's sampler (``swarm.sample/1``); kept so that old folders load."""
     lr: float = defaults.LEARNING_RATE
     lora_rank: int = 16
     beta: float = 0.0

@@ -6,8 +6,8 @@ along the batch axis (``DynamicCache.batch_repeat_interleave``), and the P x G s
 decoded together, one token per step. ``model.generate(num_return_sequences=G)`` would instead
 repeat the *input ids* G times and prefill every copy: with few-shot prompts of a few hundred
 tokens and 64-token answers that prefill is most of the work, so it is done once here. The loop
-is written out (rather than calling ``generate``) for that, for a seeded ``torch.Generator`` that
-leaves the global RNG alone, and to drop finished sequences from the batch as they stop.
+is written out (rather than calling ``generate``) for that, for the protocol's seeded sampler
+(``node.provenance``), and to drop finished sequences from the batch as they stop.
 
 Details:
 - left padding, with an attention mask and explicit position ids (``cumsum(mask) - 1``), so a
@@ -15,7 +15,12 @@ Details:
 - a completion stops at EOS or the chat template's end-of-turn token (``stop_token_ids``), or
   after ``max_new_tokens`` (finish reason ``"stop"`` or ``"length"``); it keeps the ids sampled
   (with the stop token) beside its decoded text (without it), so GRPO trains on what was sampled;
-- temperature 0 is greedy; otherwise temperature then nucleus (top-p) sampling;
+- temperature 0 is greedy; otherwise every completion samples with the seeded sampler
+  ``swarm.sample/1`` from its own 32-byte seed: position t's token is the pick of the fp32 logits
+  with ``u_t`` (``node.provenance.sampler``). A completion's tokens therefore depend only on the
+  model, its prompt and its seed, never on the batch it was decoded in (up to float rounding),
+  and a verifier can recompute them. A publishing node passes the protocol's seeds
+  (``node.provenance.seeds.batch_seeds``); other callers give an integer seed;
 - prompts are sorted by length before being cut into micro-batches of at most
   ``max_batch_sequences`` sequences (whole groups: a chunk holds at least one prompt's G), which
   bounds memory and padding; results come back in the caller's order;
@@ -38,6 +43,8 @@ from node.learning_data import FinishReason, GeneratedCompletion, GeneratedGroup
 from node.policy.adapters import RowAdapters
 from node.policy.model import encode_prompts, stop_token_ids
 from node.policy.prefill import prefill
+from node.provenance.sampler import seeded_pick
+from node.provenance.seeds import CompletionSeeds, local_seeds, uniform
 
 
 @dataclass(frozen=True)
@@ -77,8 +84,8 @@ def generate(
 ) -> list[list[GeneratedCompletion]]:
     """``num_completions`` completions for each chat prompt, in the order of ``prompts``.
 
-    ``seed`` makes a call repeat exactly (same model, prompts and settings); ``None`` draws the
-    seed from torch's global RNG, so a restored RNG state also repeats the call.
+    ``seed`` (a uint64) makes a call repeat exactly (same model, prompts and settings); ``None``
+    draws the seed from torch's global RNG, so a restored RNG state also repeats the call.
     """
     groups = generate_groups(
         model, tokenizer, prompts, num_completions=num_completions, sampling=sampling, seed=seed
@@ -135,12 +142,30 @@ def generate_from_ids(
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One node's share of a batched generation: its prompts, its sampling seed, its adapter."""
+    """One node's share of a batched generation: its prompts, its sampling seeds, its adapter."""
 
     prompt_ids: Sequence[Sequence[int]]
-    seed: int
+    seed: int = 0
+    """Derives the completions' seeds (``local_seeds``) unless ``completion_seeds`` are given."""
     adapter: str | None = None
     """The adapter its rows go through when ``routing`` is given (None: the base alone)."""
+    completion_seeds: CompletionSeeds | None = None
+    """Per prompt, one 32-byte seed per completion (a batch's: ``batch_seeds``)."""
+
+    def seeds(self, num_completions: int) -> CompletionSeeds:
+        """The seed of every completion, per prompt; ``ValueError`` if the given ones do not fit."""
+        if self.completion_seeds is None:
+            return local_seeds(self.seed, len(self.prompt_ids), num_completions)
+        seeds = self.completion_seeds
+        shapes_fit = len(seeds) == len(self.prompt_ids) and all(
+            len(row) == num_completions and all(len(s) == 32 for s in row) for row in seeds
+        )
+        if not shapes_fit:
+            raise ValueError(
+                f"completion_seeds must hold {num_completions} seeds of 32 bytes for each of "
+                f"the {len(self.prompt_ids)} prompts"
+            )
+        return seeds
 
 
 def generate_together(
@@ -156,8 +181,8 @@ def generate_together(
     """Completions for several requests in shared forward passes: per request, per prompt.
 
     With ``routing`` (``AdapterPool.rows``) each row goes through its request's adapter;
-    without, through whatever adapter is active. Each request samples with its own generator
-    seeded by its ``seed``, so its draws never depend on another request's.
+    without, through whatever adapter is active. Each completion samples from its own seed
+    (``GenerationRequest.seeds``), so its draws never depend on another's.
     """
     if num_completions < 1:
         raise ValueError(f"num_completions must be at least 1, got {num_completions}")
@@ -175,11 +200,7 @@ def generate_together(
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    generators = []
-    for request in requests:
-        generator = torch.Generator(device=device)
-        generator.manual_seed(request.seed)
-        generators.append(generator)
+    seeds = [request.seeds(num_completions) for request in requests]
     slot = [(k, i) for k, request in enumerate(requests) for i in range(len(request.prompt_ids))]
 
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i][1]))
@@ -198,11 +219,10 @@ def generate_together(
                     model,
                     [prompts[i][1] for i in chunk],
                     owners,
-                    num_completions,
+                    [seed for i in chunk for seed in seeds[slot[i][0]][slot[i][1]]],
                     sampling,
                     stops,
                     pad_id,
-                    generators,
                     routing,
                 )
                 for offset, index in enumerate(chunk):
@@ -221,18 +241,18 @@ def _decode_chunk(
     model: PreTrainedModel,
     prompts: list[list[int]],
     owners: list[int],
-    group: int,
+    row_seeds: list[bytes],
     sampling: SamplingConfig,
     stops: torch.Tensor,
     pad_id: int,
-    generators: list[torch.Generator],
     routing: RowAdapters | None,
 ) -> tuple[list[list[int]], list[list[float]], list[FinishReason]]:
-    """Prefills ``prompts`` once, then decodes ``group`` sequences per prompt together; the
-    sequences of prompt ``i`` sample with ``generators[owners[i]]``. Per sequence: its ids, their
-    log-probs under the sampler, and its finish reason."""
+    """Prefills ``prompts`` once, then decodes their G = len(row_seeds) / len(prompts) sequences
+    each together, sequence j sampling from ``row_seeds[j]``; ``owners[i]`` is the request of
+    prompt i. Per sequence: its ids, their log-probs under the sampler, and its finish reason."""
     device = stops.device
     width = max(len(p) for p in prompts)
+    group = len(row_seeds) // len(prompts)
 
     # -- prefill: each prompt once, common prefixes once (node.policy.prefill)
     cache = preallocated_cache(model, width + sampling.max_new_tokens)
@@ -243,7 +263,6 @@ def _decode_chunk(
     logits = logits.repeat_interleave(group, dim=0)  # (N, V), N = P * G
     mask = start.mask.repeat_interleave(group, dim=0)  # (N, T)
     next_position = start.next_position.repeat_interleave(group)  # (N,)
-    owner = torch.tensor(owners).repeat_interleave(group)  # (N,) request of each row
     if routing is not None:
         routing.select([row for row in range(len(prompts)) for _ in range(group)])
 
@@ -257,7 +276,7 @@ def _decode_chunk(
     # -- decode: one token per step for the live sequences; drop those that stopped
     for step in range(sampling.max_new_tokens):
         interrupt.check()  # a Ctrl-C ends generation within one token
-        tokens, logprobs = _sample_per_owner(logits, owner[alive], generators, sampling)  # (n,)
+        tokens, logprobs = _sample(logits, sampling, [row_seeds[r] for r in alive.tolist()], step)
         tokens_out[alive, step] = tokens.cpu()
         logprobs_out[alive, step] = logprobs.cpu()
         ended = torch.isin(tokens, stops).cpu()  # (n,)
@@ -354,48 +373,22 @@ def preallocated_cache(model: PreTrainedModel, capacity: int) -> DynamicCache:
     return cache
 
 
-def _sample_per_owner(
-    logits: torch.Tensor,
-    owner: torch.Tensor,
-    generators: list[torch.Generator],
-    sampling: SamplingConfig,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row of ``logits`` (n, V), each request's rows drawn with its generator,
-    and its log-prob (``_sample``)."""
-    if len(generators) == 1:
-        return _sample(logits, sampling, generators[0])
-    tokens = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)  # (n,)
-    logprobs = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)  # (n,)
-    for k, generator in enumerate(generators):
-        rows = (owner == k).nonzero().squeeze(-1).to(logits.device)  # (n_k,)
-        if rows.numel():
-            tokens[rows], logprobs[rows] = _sample(logits[rows], sampling, generator)
-    return tokens, logprobs
-
-
 def _sample(
-    logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator
+    logits: torch.Tensor, sampling: SamplingConfig, seeds: list[bytes], position: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row of ``logits`` (n, V): greedy, or temperature + top-p sampling; and the
-    token's log-prob under the temperature-scaled distribution before top-p (what GRPO's
+    """One token per row of ``logits`` (n, V), row j's from ``seeds[j]``'s uniform at
+    ``position``: greedy, or the seeded pick (``seeded_pick``, with temperature and top-p); and
+    the token's log-prob under the temperature-scaled distribution before top-p (what GRPO's
     log-probs compute; for greedy, temperature 1)."""
     logits = logits.float()
     if sampling.temperature == 0:
         tokens = logits.argmax(dim=-1)
         return tokens, _chosen_logprob(logits, tokens)
-    if sampling.temperature != 1.0:  # dividing by 1 would only copy the logits
-        logits = logits / sampling.temperature
-    probs = torch.softmax(logits, dim=-1)  # (n, V)
-    if sampling.top_p < 1:
-        sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True)  # (n, V)
-        # drop a token when the more likely ones already reach top_p (the top one always stays)
-        outside = sorted_probs.cumsum(dim=-1) - sorted_probs >= sampling.top_p
-        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-        choice = torch.multinomial(sorted_probs, 1, generator=generator)  # (n, 1)
-        tokens = sorted_ids.gather(-1, choice).squeeze(-1)
-    else:
-        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return tokens, _chosen_logprob(logits, tokens)
+    u = torch.tensor([uniform(seed, position) for seed in seeds], dtype=torch.float64)
+    tokens, logprobs = seeded_pick(
+        logits, u.to(logits.device), temperature=sampling.temperature, top_p=sampling.top_p
+    )
+    return tokens, logprobs
 
 
 def _chosen_logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ A learner's ``generate`` and ``train`` are calls (:class:`GenerateCall`, :class:
 ``run_calls`` executes. With a ``rendezvous`` (``node.round.rendezvous``, set by the lockstep
 runner) the calls of several in-process nodes meet there and ``run_calls`` runs those over one
 pool with equal settings in shared forward passes, each row through its node's adapter
-(``AdapterPool.rows``); each node still samples with its own seed and steps its own optimizer.
+(``AdapterPool.rows``); each node still samples from its own seeds and steps its own optimizer.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from node.policy.generation import GenerationRequest, SamplingConfig, generate_t
 from node.policy.grpo import GRPOConfig, GRPOTrainer, TrainShare, train_together
 from node.policy.model import encode_prompts
 from node.policy.peer_ids import PeerIds
+from node.provenance.seeds import CompletionSeeds
 from node.round.rendezvous import Rendezvous
 from node.tasks import TaskItem, build_messages
 
@@ -80,11 +81,13 @@ class Learner:
         return self.pool.base.name
 
     def generate(
-        self, tasks: Sequence[TaskItem], group_size: int, *, seed: int
+        self, tasks: Sequence[TaskItem], group_size: int, *, seeds: CompletionSeeds
     ) -> list[GeneratedGroup]:
-        """``group_size`` completions per task, sampled with the current adapter: their texts
-        (published) and the prompt and completion token ids (trained on as they are)."""
-        return self._run(GenerateCall(self, tuple(tasks), group_size, seed))  # type: ignore[no-any-return]
+        """``group_size`` completions per task, sampled with the current adapter from ``seeds``
+        (per task, one per completion): their texts (published) and the prompt and completion
+        token ids (trained on as they are)."""
+        call = GenerateCall(self, tuple(tasks), group_size, tuple(tuple(s) for s in seeds))
+        return self._run(call)  # type: ignore[no-any-return]
 
     def train(self, groups: Sequence[ScoredGroup]) -> StepMetrics:
         """One GRPO update of this node's adapter on ``groups``."""
@@ -112,7 +115,7 @@ class GenerateCall:
     learner: Learner
     tasks: tuple[TaskItem, ...]
     group_size: int
-    seed: int
+    seeds: tuple[tuple[bytes, ...], ...]
 
     def batch_key(self) -> tuple[object, ...]:
         """Calls with equal keys can share forward passes."""
@@ -152,8 +155,8 @@ def _generate(calls: list[GenerateCall]) -> list[list[GeneratedGroup]]:
     requests = [
         GenerationRequest(
             encode_prompts(tokenizer, [build_messages(task) for task in call.tasks]),
-            call.seed,
-            call.learner.name,
+            adapter=call.learner.name,
+            completion_seeds=call.seeds,
         )
         for call in calls
     ]

@@ -14,13 +14,14 @@ from node.chain.reverts import (
     SwarmCoordinatorAlreadyPublished,
     SwarmCoordinatorWrongRound,
 )
+from node.chain.rounds import round_seed
 from node.learning_data import GeneratedGroup
+from node.provenance.seeds import batch_seeds
 from node.rollouts import BatchBody, BatchRejected, decode_batch
 from node.rollouts.assemble import assemble_batch
 from node.rollouts.schema import ModelInfo
 from node.round.core import NodeCore
 from node.round.errors import BatchShapeError
-from node.round.learner import derived_seed
 from node.round.own import BatchToPublish, OwnRound
 from node.round.report import RoundReport
 from node.round.retry import retry_store
@@ -68,11 +69,13 @@ class Producer(NodeCore):
         tasks = self.tasks(round)
         _, group_size = self.batch_shape(round)
         with report.timings.measure("generate"):
-            generated = self.learner.generate(
-                tasks,
+            seeds = batch_seeds(
+                round_seed(self.genesis_seed, round),
+                self.address,
+                [task.index for task in tasks],
                 group_size,
-                seed=derived_seed("gen", self.config.training.seed, self.address, round),
             )
+            generated = self.learner.generate(tasks, group_size, seeds=seeds)
         with report.timings.measure("sign"):
             return self.build_batch(round, tasks, generated)
 

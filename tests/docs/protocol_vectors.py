@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import struct
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,7 @@ from node.chain.abi import abi_sha256, load_abi
 from node.chain.models import VerdictItem, weighted_median_milli
 from node.chain.rounds import round_seed
 from node.learning_data import GeneratedCompletion, TextCompletion
+from node.provenance.seeds import completion_seed, uniforms
 from node.rollouts import canonical_json, limits
 from node.rollouts.assemble import EncodedBatch, assemble_batch
 from node.rollouts.codec import ZSTD_LEVEL, ZSTD_MAGIC
@@ -396,6 +399,79 @@ def scoring_pairs(pairs: list[list[Any]], inputs: Inputs) -> Vector:
     ]
 
 
+SAMPLE_LOGITS = [1.5, -0.25, 3.0, 0.0, 2.0, -8.0]
+"""The fp32 logits of ``sample-pick`` (exact in fp32)."""
+
+
+def sample_seeds_vector(inputs: Inputs) -> Vector:
+    """Seeds of the inputs' peer's completions 0 and 1 of task 0, and u_0..u_3 of the first."""
+    seeds = [completion_seed(_round_seed(inputs), inputs["peer"], 0, g) for g in (0, 1)]
+    return {
+        "round_seed": _hex(_round_seed(inputs)),
+        "peer": inputs["peer"],
+        "task": 0,
+        "seeds": [_hex(seed) for seed in seeds],
+        "u": uniforms(seeds[0], 4),
+    }
+
+
+def spec_pick(logits: list[float], u: float) -> tuple[int, float]:
+    """The pick and its margin, read off docs/PROTOCOL.md ("Seeded sampler") in plain Python."""
+    top = max(logits)
+    weights = [math.exp(z - top) for z in logits]
+    cumulative, running = [], 0.0
+    for weight in weights:
+        running += weight
+        cumulative.append(running)
+    total = cumulative[-1]
+    k = next((k for k, c in enumerate(cumulative) if c > u * total), None)
+    if k is None:
+        k = max(j for j, w in enumerate(weights) if w > 0)
+    lower = (cumulative[k - 1] if k else 0.0) / total
+    return k, min(u - lower, cumulative[k] / total - u)
+
+
+def sample_pick_vector(inputs: Inputs) -> Vector:
+    """``SAMPLE_LOGITS``' pick and margin for the ``sample-seeds`` uniforms, 0 and 0.9999."""
+    seed = completion_seed(_round_seed(inputs), inputs["peer"], 0, 0)
+    rows = []
+    for u in [*uniforms(seed, 4), 0.0, 0.9999]:
+        token, margin = spec_pick(SAMPLE_LOGITS, u)
+        rows.append({"u": u, "token": token, "margin": margin})
+    return {"logits": SAMPLE_LOGITS, "picks": rows}
+
+
+ADAPTER_TENSORS = {
+    "m.q_proj.lora_B.weight": ([2, 1], [0.5, -1.0]),
+    "m.q_proj.lora_A.weight": ([1, 3], [0.25, 0.0, 2.0]),
+}
+"""The two tensors of the ``adapter`` vector: name -> (shape, float32 values, row-major)."""
+
+
+def spec_adapter_bytes(tensors: dict[str, tuple[list[int], list[float]]]) -> bytes:
+    """``swarm.adapter/1`` bytes, read off docs/PROTOCOL.md ("Adapter bytes") in plain Python."""
+    header: dict[str, Any] = {"__metadata__": {"format": "swarm.adapter/1"}}
+    body, offset = b"", 0
+    for name in sorted(tensors):
+        shape, values = tensors[name]
+        data = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        body += data
+        offset += len(data)
+    text = canonical_json(header)
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + body
+
+
+def adapter_vector(inputs: Inputs) -> Vector:
+    data = spec_adapter_bytes(ADAPTER_TENSORS)
+    return {
+        "tensors": {name: {"shape": s, "values": v} for name, (s, v) in ADAPTER_TENSORS.items()},
+        "bytes": data.hex(),
+        "digest": _hex(hashlib.sha256(data).digest()),
+    }
+
+
 def reasons_vector(inputs: Inputs) -> Vector:
     return [reason.value for reason in RejectReason]
 
@@ -413,6 +489,9 @@ COMPUTED: dict[str, Callable[[Inputs], Vector]] = {
     "committee": committee_vector,
     "reasons": reasons_vector,
     "endpoint": endpoint_vector,
+    "sample-seeds": sample_seeds_vector,
+    "sample-pick": sample_pick_vector,
+    "adapter": adapter_vector,
 }
 
 PAIRS: dict[str, Callable[[list[list[Any]], Inputs], Vector]] = {

@@ -25,6 +25,7 @@ from node.learning_data import GeneratedCompletion, GeneratedGroup
 from node.policy.adapters import AdapterPool
 from node.policy.model import end_of_turn_id
 from node.policy.peer_ids import written_completion
+from node.provenance.seeds import CompletionSeeds
 from node.rollouts import encode_batch, sign_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import BatchBody, Completion, Group, ModelInfo, TaskRecord, TaskSource
@@ -60,9 +61,9 @@ class AnsweringLearner(Learner):
     model writes."""
 
     def generate(
-        self, tasks: Sequence[TaskItem], group_size: int, *, seed: int
+        self, tasks: Sequence[TaskItem], group_size: int, *, seeds: CompletionSeeds
     ) -> list[GeneratedGroup]:
-        groups = super().generate(tasks, group_size, seed=seed)
+        groups = super().generate(tasks, group_size, seeds=seeds)
         return [
             replace(
                 group,

@@ -32,7 +32,7 @@ class ScriptedLearner:
     peer_ids = TOKENS
 
     def generate(
-        self, tasks: Sequence[TaskItem], group_size: int, *, seed: int
+        self, tasks: Sequence[TaskItem], group_size: int, *, seeds: object
     ) -> list[GeneratedGroup]:
         answers = [
             [task.answer if i % 2 == 0 else "no" for i in range(group_size)] for task in tasks

@@ -25,6 +25,7 @@ from node.policy.adapters import AdapterPool  # noqa: E402
 from node.policy.generation import SamplingConfig  # noqa: E402
 from node.policy.grpo import GRPOConfig  # noqa: E402
 from node.policy.model import BaseModel, encode_prompts, tiny_model  # noqa: E402
+from node.provenance.seeds import local_seeds  # noqa: E402
 from node.round.learner import Learner, LearnerSettings  # noqa: E402
 from node.round.own import OwnRound, pick_local  # noqa: E402
 from node.tasks import (  # noqa: E402
@@ -59,7 +60,7 @@ def test_fresh_own_groups_are_trained_on_as_sampled(
     learner: Learner, tokenizer: PreTrainedTokenizerBase
 ) -> None:
     round_tasks = tasks(2)
-    generated = learner.generate(round_tasks, GROUP_SIZE, seed=1)
+    generated = learner.generate(round_tasks, GROUP_SIZE, seeds=local_seeds(1, 2, GROUP_SIZE))
     prompts = encode_prompts(tokenizer, [build_messages(t) for t in round_tasks])
     assert [list(g.prompt_ids) for g in generated] == prompts
     samples = [c for g in generated for c in g.completions]
@@ -78,7 +79,9 @@ def test_fresh_own_groups_are_trained_on_as_sampled(
 
 def publish(learner: Learner, round_tasks: list[TaskItem], *, with_ids: bool) -> SignedBatch:
     """The node's batch of fresh samples, through the producer's path, as the store returns it."""
-    generated = learner.generate(round_tasks, GROUP_SIZE, seed=3)
+    generated = learner.generate(
+        round_tasks, GROUP_SIZE, seeds=local_seeds(3, len(round_tasks), GROUP_SIZE)
+    )
     encoded = assemble_batch(
         account=PEER,
         domain=DOMAIN,

@@ -52,12 +52,13 @@ def pool(tokenizer) -> AdapterPool:  # type: ignore[no-untyped-def]
     """Three adapters over a fresh tiny Llama, with random (non-zero) LoRA B so each differs."""
     model = tiny_model(tokenizer, seed=0).eval().requires_grad_(False)
     pool = AdapterPool(BaseModel(name="tiny", model=model, tokenizer=tokenizer))
+    draws = torch.Generator().manual_seed(0)  # the same pool whichever tests ran before
     for i, name in enumerate(NAMES):
         pool.add(name, LoraSettings(rank=4, alpha=8), OptimizerSettings(lr=1e-2), seed=i)
         with torch.no_grad():
             for key, param in pool.adapter_parameters(name).items():
                 if "lora_B" in key:
-                    param.normal_(0, 0.5)
+                    param.normal_(0, 0.5, generator=draws)
     return pool
 
 

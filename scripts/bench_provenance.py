@@ -1,0 +1,157 @@
+#!/usr/bin/env python
+"""What provenance costs: the seeded sampler against torch's multinomial, and the recompute.
+
+The workload of one round on the shipped SmolLM2-135M, fp32: ``--prompts`` task prompts of the
+default preset x G completions x ``--new-tokens`` tokens. Measured in one run, interleaved
+(``--repeats`` times each, the median kept), same prompts, same decode loop:
+
+- multinomial: the sampler before provenance (softmax, then ``torch.multinomial`` with a seeded
+               ``torch.Generator``), patched into ``node.policy.generation``;
+- seeded:      ``swarm.sample/1`` (float64 cumulative softmax, the pick of each row's ``u_t``).
+
+Both decode exactly ``--new-tokens`` per sequence (no stop tokens), so the ratio is the cost per
+token and not luck in answer lengths. Then the recompute: each group teacher-forced through the
+model (``node.provenance.recompute.group_margins``), its seconds per group and per batch against
+the batch's generation, and the worst honest margin seen (what the tolerance must absorb). Last,
+the adapter a node stores each round (``swarm.adapter/1``): its bytes, and what zstd would save.
+``--adapter`` takes a checkpoint's ``adapter_model.safetensors`` (e.g. one from an experiment's
+``units/*/node-*/round-*/``); without it, a fresh default adapter (rank 16 on attention and MLP)
+with random B, the worst case for compression.
+
+On a 2-core machine, stop other heavy work first: the two variants share the cores with it.
+Usage: .venv/bin/python scripts/bench_provenance.py [--prompts 8] [--group 8] [--new-tokens 32]
+       [--repeats 3] [--threads N] [--adapter PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from unittest import mock
+
+import torch
+import zstandard
+from safetensors.torch import load_file
+
+from node.defaults import SHIPPED_MODEL
+from node.policy import generation
+from node.policy.adapters import LORA_TARGETS, AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
+from node.policy.model import encode_prompts, load_base
+from node.provenance.adapter import encode_adapter
+from node.provenance.recompute import group_margins
+from node.provenance.seeds import batch_seeds
+from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
+from node.tasks.prompts import build_messages
+
+PEER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+
+
+def task_prompts(tokenizer, count: int) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    preset = get_preset(DEFAULT_PRESET_NAME)
+    items, round_seed = [], 0
+    while len(items) < count:
+        items += derive_tasks(round_seed.to_bytes(32, "big"), PEER, preset)
+        round_seed += 1
+    return encode_prompts(tokenizer, [build_messages(item) for item in items[:count]])
+
+
+def multinomial_sampler(generator: torch.Generator):  # type: ignore[no-untyped-def]
+    """The sampler the node used before ``swarm.sample/1`` (temperature 1, no top-p)."""
+
+    def sample(logits, sampling, seeds, position):  # type: ignore[no-untyped-def]
+        logits = logits.float()
+        probs = torch.softmax(logits, dim=-1)
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return tokens, generation._chosen_logprob(logits, tokens)
+
+    return sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("--adapter", help="a checkpoint's adapter_model.safetensors to measure")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    base = load_base(SHIPPED_MODEL, dtype="float32")
+    model, tokenizer = base.model, base.tokenizer
+    prompts = task_prompts(tokenizer, args.prompts)
+    seeds = batch_seeds(bytes(32), PEER, range(len(prompts)), args.group)
+    sampling = SamplingConfig(max_new_tokens=args.new_tokens)
+    request = GenerationRequest(prompts, completion_seeds=seeds)
+    print(
+        f"{base.name}, fp32, {torch.get_num_threads()} threads: {len(prompts)} prompts "
+        f"({min(map(len, prompts))}-{max(map(len, prompts))} tokens) x G={args.group} x "
+        f"{args.new_tokens} new tokens"
+    )
+
+    def run() -> tuple[float, list]:  # type: ignore[type-arg]
+        started = time.perf_counter()
+        (groups,) = generate_together(
+            model, tokenizer, [request], num_completions=args.group, sampling=sampling, stop_ids=[]
+        )
+        return time.perf_counter() - started, groups
+
+    run()  # warm up
+    times: dict[str, list[float]] = {"multinomial": [], "seeded": []}
+    groups: list = []  # type: ignore[type-arg]
+    for _ in range(args.repeats):
+        with mock.patch.object(generation, "_sample", multinomial_sampler(torch.Generator())):
+            times["multinomial"].append(run()[0])
+        seconds, groups = run()
+        times["seeded"].append(seconds)
+    tokens = len(prompts) * args.group * args.new_tokens
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    for name, seconds in medians.items():
+        print(f"{name:12s} {seconds:6.2f} s  {tokens / seconds:7.1f} tokens/s")
+    ratio = medians["seeded"] / medians["multinomial"]
+    print(f"seeded / multinomial: {ratio:.3f}x the time ({(ratio - 1) * 100:+.1f} %)")
+
+    started = time.perf_counter()
+    worst = min(
+        m.worst
+        for prompt, group, row in zip(prompts, groups, seeds, strict=True)
+        for m in group_margins(model, prompt, [c.token_ids for c in group], row)
+    )
+    recompute = time.perf_counter() - started
+    per_group = recompute / len(prompts)
+    print(
+        f"recompute    {per_group:6.2f} s per group of {args.group}, {recompute:.2f} s for the "
+        f"batch: {recompute / medians['seeded']:.2f}x its generation"
+    )
+    print(f"worst honest margin {worst:.3e} (>= 0 means every token is the seeded pick)")
+    adapter_bytes(base, args.adapter)
+
+
+def adapter_bytes(base, path: str | None) -> None:  # type: ignore[no-untyped-def]
+    """Prints the size of the adapter a node stores per round, and zstd's ratio on it."""
+    if path:
+        state, what = load_file(path), path
+    else:
+        pool = AdapterPool(base)
+        lora = LoraSettings(rank=16, alpha=32, target_modules=LORA_TARGETS["attention+mlp"])
+        pool.add("bench", lora, OptimizerSettings(), seed=0)
+        draws = torch.Generator().manual_seed(0)
+        state = {
+            k: torch.randn(v.shape, generator=draws) * 0.01 if "lora_B" in k else v
+            for k, v in pool.adapter_state("bench").items()
+        }
+        what = "a fresh rank-16 attention+mlp adapter, random B"
+    data = encode_adapter(state)
+    packed = zstandard.ZstdCompressor(level=3).compress(data)
+    print(
+        f"adapter      {len(data) / 1e6:.2f} MB per node and round ({what}); zstd -3: "
+        f"{len(packed) / len(data):.3f}x the bytes"
+    )
+
+
+if __name__ == "__main__":
+    main()
