@@ -1,64 +1,12 @@
-"""The recompute on a tiny random model: honest completions keep every margin, forgeries do not.
-
-``peaked`` is the tiny model with its own random output layer, so its next-token distributions
-are peaked like a trained model's (the tied random model's are nearly uniform over 49k tokens).
-"""
+"""The recompute on a tiny random model: honest completions keep every margin, forgeries do not."""
 
 from __future__ import annotations
-
-import copy
 
 import pytest
 import torch
 
-from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
-from node.policy.model import encode_prompts
 from node.provenance.recompute import group_margins
-from node.provenance.seeds import batch_seeds
-
-PEER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
-QUESTIONS = ["What is 2 + 3?", "Name a prime.", "Hi", "What is 9 - 7? Think first."]
-G = 4
-SAMPLING = SamplingConfig(max_new_tokens=10)
-TOLERANCE = 1e-4  # the spec's soft tolerance
-
-
-def with_random_head(model, seed: int):  # type: ignore[no-untyped-def]
-    model = copy.deepcopy(model)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        head = torch.randn_like(model.lm_head.weight) * 0.5  # (V, H)
-    model.lm_head.weight = torch.nn.Parameter(head, requires_grad=False)
-    return model
-
-
-@pytest.fixture(scope="module")
-def peaked(tiny_base):  # type: ignore[no-untyped-def]
-    return with_random_head(tiny_base.model, 1)
-
-
-@pytest.fixture(scope="module")
-def prompts(tokenizer) -> list[list[int]]:  # type: ignore[no-untyped-def]
-    return encode_prompts(tokenizer, [[{"role": "user", "content": q}] for q in QUESTIONS])
-
-
-def sample(model, tokenizer, prompts, seeds, **sampling):  # type: ignore[no-untyped-def]
-    request = GenerationRequest(prompts, completion_seeds=seeds)
-    settings = SamplingConfig(**{"max_new_tokens": 10, **sampling})
-    (groups,) = generate_together(model, tokenizer, [request], num_completions=G, sampling=settings)
-    return [[list(c.token_ids) for c in group] for group in groups]
-
-
-def worst(model, prompts, completions, seeds) -> list[float]:  # type: ignore[no-untyped-def]
-    return [
-        m.worst
-        for prompt, group, row in zip(prompts, completions, seeds, strict=True)
-        for m in group_margins(model, prompt, group, row)
-    ]
-
-
-def seeds_for(round_byte: int) -> list[list[bytes]]:
-    return batch_seeds(bytes([round_byte]) * 32, PEER, range(len(QUESTIONS)), G)
+from tests.provenance.helpers import G, QUESTIONS, TOLERANCE, sample, seeds_for, with_random_head, worst
 
 
 def test_honest_completions_keep_every_margin_at_any_thread_count(

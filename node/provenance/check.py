@@ -1,0 +1,86 @@
+"""A seat's provenance check of a batch: recompute the chosen groups, then judge the margins.
+
+Two tolerances on a completion's worst margin (docs/PROTOCOL.md, "Seeded sampler"):
+
+- below ``-SOFT_TOLERANCE`` the completion is **excluded**: no reward, never trained on. The
+  fp32 drift between machines is at most ~1e-5, so an honest completion is never excluded;
+- below ``-HARD_TOLERANCE`` the batch is **flagged**, with the evidence (group, completion,
+  position of the worst margin) that lets every other seat recompute that one group. A hundred
+  times the soft tolerance: a flag costs the subject its stake, so it needs a miss that no float
+  rounding explains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from transformers import PreTrainedModel
+
+from node.provenance.recompute import CompletionMargins, group_margins
+
+SOFT_TOLERANCE = 1e-4
+HARD_TOLERANCE = 1e-2
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a flagged batch's worst margin is."""
+
+    group: int
+    completion: int
+    position: int
+    margin: float
+
+
+@dataclass(frozen=True)
+class ProvenanceResult:
+    """What one seat's recompute found."""
+
+    checked: tuple[int, ...]
+    excluded: frozenset[tuple[int, int]]
+    """(group, completion) pairs below the soft tolerance."""
+    evidence: Evidence | None
+    """The worst completion below the hard tolerance; None when the batch is not flagged."""
+    worst_margin: float
+    """Over every recomputed token (logged, so that tolerances can be calibrated)."""
+
+    @property
+    def flagged(self) -> bool:
+        return self.evidence is not None
+
+
+@dataclass(frozen=True)
+class GroupToCheck:
+    """One group as the recompute needs it: the prompt the model was fed, the sampled ids of each
+    completion (stop token included) and each completion's seed."""
+
+    prompt_ids: Sequence[int]
+    completions: Sequence[Sequence[int]]
+    seeds: Sequence[bytes]
+
+
+def check_groups(
+    model: PreTrainedModel, groups: Mapping[int, GroupToCheck], *, pad_id: int = 0
+) -> ProvenanceResult:
+    """Recomputes ``groups`` (by group index) with ``model``'s active adapter and judges them."""
+    margins = {
+        index: group_margins(model, g.prompt_ids, g.completions, g.seeds, pad_id=pad_id)
+        for index, g in groups.items()
+    }
+    return judge(margins)
+
+
+def judge(margins: Mapping[int, Sequence[CompletionMargins]]) -> ProvenanceResult:
+    """Applies the two tolerances to recomputed margins (by group index, then completion)."""
+    excluded, worst, evidence = set(), float("inf"), None
+    for group, completions in sorted(margins.items()):
+        for index, completion in enumerate(completions):
+            worst = min(worst, completion.worst)
+            if completion.worst < -SOFT_TOLERANCE:
+                excluded.add((group, index))
+            if completion.worst < -HARD_TOLERANCE and (
+                evidence is None or completion.worst < evidence.margin
+            ):
+                evidence = Evidence(group, index, completion.position, completion.worst)
+    return ProvenanceResult(tuple(sorted(margins)), frozenset(excluded), evidence, worst)

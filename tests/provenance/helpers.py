@@ -1,0 +1,50 @@
+"""What the provenance tests share: a peaked tiny model, prompts, seeds, sampling, margins.
+
+``with_random_head`` gives the tiny model its own random output layer, so its next-token
+distributions are peaked like a trained model's (the tied random model's are nearly uniform
+over 49k tokens).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
+from node.provenance.check import SOFT_TOLERANCE
+from node.provenance.recompute import group_margins
+from node.provenance.seeds import batch_seeds
+
+PEER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+QUESTIONS = ["What is 2 + 3?", "Name a prime.", "Hi", "What is 9 - 7? Think first."]
+G = 4
+TOLERANCE = SOFT_TOLERANCE
+
+
+def with_random_head(model, seed: int):  # type: ignore[no-untyped-def]
+    model = copy.deepcopy(model)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        head = torch.randn_like(model.lm_head.weight) * 0.5  # (V, H)
+    model.lm_head.weight = torch.nn.Parameter(head, requires_grad=False)
+    return model
+
+
+def sample(model, tokenizer, prompts, seeds, **sampling):  # type: ignore[no-untyped-def]
+    request = GenerationRequest(prompts, completion_seeds=seeds)
+    settings = SamplingConfig(**{"max_new_tokens": 10, **sampling})
+    (groups,) = generate_together(model, tokenizer, [request], num_completions=G, sampling=settings)
+    return [[list(c.token_ids) for c in group] for group in groups]
+
+
+def worst(model, prompts, completions, seeds) -> list[float]:  # type: ignore[no-untyped-def]
+    return [
+        m.worst
+        for prompt, group, row in zip(prompts, completions, seeds, strict=True)
+        for m in group_margins(model, prompt, group, row)
+    ]
+
+
+def seeds_for(round_byte: int) -> list[list[bytes]]:
+    return batch_seeds(bytes([round_byte]) * 32, PEER, range(len(QUESTIONS)), G)
