@@ -22,10 +22,11 @@ peer's bytes either are an adapter or are refused, never half-read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import torch
 
@@ -43,25 +44,36 @@ class AdapterFormatError(ValueError):
 
 def encode_adapter(state: Mapping[str, torch.Tensor]) -> bytes:
     """The canonical bytes of ``state`` (name -> float32 tensor)."""
+    return b"".join(_pieces(state))
+
+
+def weights_digest(state: Mapping[str, torch.Tensor]) -> bytes:
+    """SHA-256 of ``encode_adapter(state)``, hashed piece by piece: the digest of a base model's
+    weights without a second copy of them in memory."""
+    digest = hashlib.sha256()
+    for piece in _pieces(state):
+        digest.update(piece)
+    return digest.digest()
+
+
+def _pieces(state: Mapping[str, torch.Tensor]) -> Iterator[bytes]:
+    """The canonical bytes in pieces: header length and header, then each tensor's data."""
     if not state:
         raise ValueError("an adapter needs at least one tensor")
     header: dict[str, object] = {_METADATA: {"format": ADAPTER_FORMAT}}
-    chunks, offset = [], 0
+    offset = 0
     for name in sorted(state):
         tensor = state[name]
         if tensor.dtype != torch.float32:
             raise ValueError(f"{name} is {tensor.dtype}; adapters are stored as float32")
-        data = tensor.detach().cpu().contiguous().numpy().astype("<f4", copy=False).tobytes()
-        header[name] = {
-            "dtype": "F32",
-            "shape": list(tensor.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        chunks.append(data)
-        offset += len(data)
+        size = 4 * tensor.numel()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
+        offset += size
     text = canonical_json(header)
     text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+    yield struct.pack("<Q", len(text)) + text
+    for name in sorted(state):
+        yield state[name].detach().cpu().contiguous().numpy().astype("<f4", copy=False).tobytes()
 
 
 def decode_adapter(data: bytes, *, max_bytes: int = MAX_ADAPTER_BYTES) -> dict[str, torch.Tensor]:

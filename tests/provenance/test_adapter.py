@@ -12,7 +12,12 @@ from safetensors.torch import load as safetensors_load
 
 from node.policy.adapters import LORA_TARGETS, AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.model import BaseModel, tiny_model
-from node.provenance.adapter import AdapterFormatError, decode_adapter, encode_adapter
+from node.provenance.adapter import (
+    AdapterFormatError,
+    decode_adapter,
+    encode_adapter,
+    weights_digest,
+)
 from tests.docs.protocol_vectors import PROTOCOL_PATH, read_vectors
 
 
@@ -117,3 +122,9 @@ def test_the_node_s_encoding_is_the_spec_s_vector() -> None:
     data = encode_adapter(state)
     assert data.hex() == vector["bytes"]
     assert "0x" + hashlib.sha256(data).hexdigest() == vector["digest"]
+
+
+def test_the_streamed_digest_is_the_digest_of_the_bytes(state) -> None:  # type: ignore[no-untyped-def]
+    assert weights_digest(state) == hashlib.sha256(encode_adapter(state)).digest()
+    with pytest.raises(ValueError, match="float32"):
+        weights_digest({"x": torch.zeros(2, dtype=torch.bfloat16)})
