@@ -12,7 +12,9 @@ default preset x G completions x ``--new-tokens`` tokens. Measured in one run, i
 Both decode exactly ``--new-tokens`` per sequence (no stop tokens), so the ratio is the cost per
 token and not luck in answer lengths. Then the recompute: each group teacher-forced through the
 model (``node.provenance.recompute.group_margins``), its seconds per group and per batch against
-the batch's generation, and the worst honest margin seen (what the tolerance must absorb). Last,
+the batch's generation, the worst honest margin seen (what the tolerance must absorb), and what
+a node's share of the committee checks costs (about m seats per batch recompute c groups each,
+so about m checks per node and round). Last,
 the adapter a node stores each round (``swarm.adapter/1``): its bytes, and what zstd would save.
 ``--adapter`` takes a checkpoint's ``adapter_model.safetensors`` (e.g. one from an experiment's
 ``units/*/node-*/round-*/``); without it, a fresh default adapter (rank 16 on attention and MLP)
@@ -20,7 +22,7 @@ with random B, the worst case for compression.
 
 On a 2-core machine, stop other heavy work first: the two variants share the cores with it.
 Usage: .venv/bin/python scripts/bench_provenance.py [--prompts 8] [--group 8] [--new-tokens 32]
-       [--repeats 3] [--threads N] [--adapter PATH]
+       [--repeats 3] [--threads N] [--adapter PATH] [--round-seconds 120]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from node.policy.adapters import LORA_TARGETS, AdapterPool, LoraSettings, Optimi
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.model import encode_prompts, load_base
 from node.provenance.adapter import encode_adapter
+from node.provenance.choice import CHECKED_GROUPS, RECOMPUTING_SEATS
 from node.provenance.recompute import group_margins
 from node.provenance.seeds import batch_seeds
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
@@ -77,6 +80,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--adapter", help="a checkpoint's adapter_model.safetensors to measure")
+    parser.add_argument("--round-seconds", type=float, default=120.0, help="a round's length")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -128,6 +132,13 @@ def main() -> None:
         f"batch: {recompute / medians['seeded']:.2f}x its generation"
     )
     print(f"worst honest margin {worst:.3e} (>= 0 means every token is the seeded pick)")
+    check = CHECKED_GROUPS * per_group
+    node_round = RECOMPUTING_SEATS * check  # about m seats per batch, so about m checks per node
+    print(
+        f"check        {check:6.2f} s per recomputing seat (c = {CHECKED_GROUPS} groups); "
+        f"{node_round:.2f} s per node and round (m = {RECOMPUTING_SEATS}): "
+        f"{node_round / args.round_seconds * 100:.1f} % of a {args.round_seconds:.0f}-s round"
+    )
     adapter_bytes(base, args.adapter)
 
 
