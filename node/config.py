@@ -192,7 +192,11 @@ class ModelSettings(_Section):
         description="Base model: smollm2-135m (shipped), tiny (tests), or a local HF model folder.",
     )
     device: str | None = Field(None, description="cpu, cuda or mps; empty picks the best there is.")
-    dtype: str | None = Field(None, description="float32 or bfloat16; empty picks per device.")
+    dtype: Literal["float32"] | None = Field(
+        None,
+        description="float32 (also when empty), on every device: peers recompute what a node "
+        "samples, which needs fp32 logits.",
+    )
     checkpoint_dir: Path = Field(
         Path("~/.swarm/checkpoints"), description="Where adapter, optimizer and round state go."
     )

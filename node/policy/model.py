@@ -86,13 +86,15 @@ def choose_device(preferred: str | None = None) -> torch.device:
 
 
 def choose_dtype(device: torch.device, preferred: str | None = None) -> torch.dtype:
-    """``preferred`` (e.g. "float32") if given, else bfloat16 on CUDA and float32 elsewhere."""
+    """``preferred`` (e.g. "float32") if given, else float32 on every device: the seeded sampler
+    and its recompute need fp32 logits (bf16 moves the sampler's boundaries by up to 0.1; see
+    docs/PROTOCOL.md, "Seeded sampler"). The update may still run in bf16 (``precision``)."""
     if preferred:
         dtype = getattr(torch, preferred, None)
         if not isinstance(dtype, torch.dtype):
             raise ModelLoadError(f"unknown dtype {preferred!r}: use float32, bfloat16 or float16")
         return dtype
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return torch.float32
 
 
 def shipped_gguf_dir() -> Path:
@@ -223,6 +225,9 @@ def load_base(
     """Loads ``source`` frozen (no gradients, eval mode) on the chosen device and dtype."""
     target = choose_device(device)
     torch_dtype = choose_dtype(target, dtype)
+    if target.type == "cuda":  # TF32 matmuls round fp32 inputs to 10-bit mantissas
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     tokenizer = load_tokenizer(source)
     if source == TINY_MODEL:
         model, name = tiny_model(tokenizer, seed=seed), TINY_MODEL

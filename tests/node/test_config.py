@@ -152,3 +152,13 @@ def test_a_node_never_samples_past_its_preset_s_token_limit() -> None:
         parse_config({"generation": {"max_new_tokens": limit + 1}})
     paper = {"tasks": {"preset": "paper-strict"}, "generation": {"max_new_tokens": limit + 1}}
     assert parse_config(paper).generation.max_new_tokens == limit + 1
+
+
+def test_a_node_loads_its_model_in_float32_only() -> None:
+    """Peers recompute what a node samples from fp32 logits (docs/PROTOCOL.md, Seeded sampler)."""
+    assert NodeConfig().model.dtype is None
+    assert with_overrides(NodeConfig(), {"model": {"dtype": "float32"}}).model.dtype == "float32"
+    with pytest.raises(ConfigError, match="float32"):
+        with_overrides(NodeConfig(), {"model": {"dtype": "bfloat16"}})
+    with pytest.raises(ConfigError, match="must be 1"):
+        with_overrides(NodeConfig(), {"generation": {"temperature": 0.7}})
