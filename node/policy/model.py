@@ -11,7 +11,7 @@
 - ``"tiny"`` (``TINY_MODEL``): a randomly initialised two-layer Llama with the shipped tokenizer,
   for tests; deterministic for a given seed.
 
-Device: CUDA, then MPS, then CPU unless told; dtype: bfloat16 on CUDA, float32 elsewhere.
+Device: CUDA, then MPS, then CPU unless told; dtype: float32 on every device (the seeded sampler).
 
 Prompts are chat messages (``[{"role": "user", "content": "..."}]``); ``encode_prompts`` turns them
 into token ids with the tokenizer's chat template (or a plain "role: content" format for a
