@@ -8,29 +8,17 @@ the script, and that its headline claims hold (sybil-neutral weight, the three-s
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
 from node.chain.committee import vote_weight
+from tests.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "attack_costs.py"
 ETH = 10**18
 
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("attack_costs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["attack_costs"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-attack_costs = _load_script()
+attack_costs = load_script("attack_costs")
 
 
 def _address(rng: random.Random) -> str:

@@ -3,26 +3,17 @@ that never returns is cut off, and the measures of crafted groups are exact."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from node.learning_data import GeneratedCompletion
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "measure_task_mix.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("measure_task_mix", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_task_mix"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("measure_task_mix")
 
 
 def test_every_candidate_draws_distinct_items(script: ModuleType) -> None:

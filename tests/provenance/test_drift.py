@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,18 +10,12 @@ import pytest
 import torch
 
 from node.provenance.check import SOFT_TOLERANCE
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "measure_sampler_drift.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("measure_sampler_drift", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_sampler_drift"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("measure_sampler_drift")
 
 
 @pytest.fixture(scope="module")
