@@ -298,7 +298,10 @@ class TrainingSettings(_Section):
         "(false: every completion as a full sequence; same result, several times the work).",
     )
     seed: int = Field(
-        0, ge=0, description="Seeds the adapter's initialisation, sampling and group selection."
+        0,
+        ge=0,
+        description="Seeds the adapter's initialisation and the choice of peers and groups "
+        "(sampling follows the protocol's public seeds).",
     )
     torch_threads: int | None = Field(
         None,
