@@ -7,11 +7,12 @@ No torch, no transformers.
 Modules, one concern each:
 
 - ``errors``   the exception family (retryable: StoreUnavailable/StoreTimeout; not: NotFound,
-               DigestMismatch, TooLarge, InvalidAddress, StoreRejected)
+               DigestMismatch, TooLarge, InvalidAddress, StoreRejected, BadManifest)
 - ``base``     ``ContentStore`` (put/get/has/pin, endpoint/connect/sign), size caps, digest checks
 - ``cid``      ``cid_from_digest`` / ``digest_from_cid``
 - ``local``    ``LocalStore``: a sharded directory, atomic writes, many processes, pins, gc
 - ``kubo``     ``KuboStore``: raw blocks through a Kubo daemon's RPC API
+- ``chunked``  blobs over the block limit (adapters) as 1 MiB chunks and a manifest
 - ``factory``  ``open_store(url_or_path)``
 - ``endpoint`` a store endpoint announcement: its bytes, their validation (never trusted)
 - ``endpoint_proof``  the libp2p key's signature that makes an announcement count

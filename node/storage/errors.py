@@ -9,7 +9,8 @@ StoreError                  anything that went wrong storing or fetching a blob
     ├── DigestMismatch      the store returned bytes that do not hash to the digest asked for
     ├── TooLarge            the blob is over the size cap (on put or on get)
     ├── InvalidAddress      a malformed digest or CID (also a ValueError)
-    └── StoreRejected       the backend refused the request (HTTP 4xx, bad arguments)
+    ├── StoreRejected       the backend refused the request (HTTP 4xx, bad arguments)
+    └── BadManifest         a chunked blob's manifest that is not one (node.storage.chunked)
 """
 
 from __future__ import annotations
@@ -59,3 +60,7 @@ class InvalidAddress(PermanentStoreError, ValueError):
 
 class StoreRejected(PermanentStoreError):
     """The backend refused the request itself (bad arguments, forbidden)."""
+
+
+class BadManifest(PermanentStoreError):
+    """A chunked blob's manifest that does not parse, or whose chunks do not add up to it."""
