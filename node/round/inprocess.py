@@ -70,6 +70,9 @@ class MemoryStore(ContentStore):
         if not self.has(digest):
             raise NotFound(f"cannot pin 0x{digest.hex()}: not in memory")
 
+    def unpin(self, digest: bytes) -> None:
+        check_digest(digest)  # nothing is collected here but what ``forget`` drops
+
     def forget(self, digests: Iterable[bytes]) -> None:
         with self._lock:
             for digest in digests:

@@ -6,6 +6,7 @@
                              fetch; re-hashed here, DigestMismatch if the store lied
     has(digest) -> bool      whether the store holds it (locally, for a network store)
     pin(digest)              keep it through garbage collection
+    unpin(digest)            let it go again (no error if it was not pinned)
 
 Every store caps blob sizes on put and on get (``TooLarge``); the default is 1 MiB, the
 protocol's batch limit. ``get(digest, max_size=n)`` reads up to ``n`` bytes instead, so that a
@@ -77,6 +78,10 @@ class ContentStore(ABC):
     @abstractmethod
     def pin(self, digest: bytes) -> None:
         """Keeps ``digest`` through garbage collection. NotFound if the store cannot get it."""
+
+    @abstractmethod
+    def unpin(self, digest: bytes) -> None:
+        """Lets ``digest`` be garbage-collected again (no error if it was not pinned)."""
 
     def endpoint(self) -> StoreEndpoint | None:
         """Where other hosts reach this store (a network store's peer id and addresses);

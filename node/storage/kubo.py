@@ -141,6 +141,15 @@ class KuboStore(ContentStore):
         if not isinstance(pins, list) or cid not in [str(pin) for pin in pins]:
             raise StoreRejected(f"{self.api_url} answered pin/add of {cid} with {pins!r:.300}")
 
+    def unpin(self, digest: bytes) -> None:
+        cid = cid_from_digest(check_digest(digest))
+        try:
+            with self._errors(f"pin/rm of {cid}"):
+                self._json("pin/rm", {"arg": cid})
+        except StoreError as error:
+            if "not pinned" not in str(error):  # Kubo's answer for a block nobody pinned
+                raise
+
     def endpoint(self) -> StoreEndpoint:
         """The daemon's peer id and the multiaddrs it listens on (``id``), loopback included."""
         with self._errors("id"):

@@ -111,6 +111,17 @@ def test_real_kubo_cids_match(kubo_daemon: KuboDaemon) -> None:
     assert store.get(store.put(largest, pin=True)) == largest
 
 
+def test_real_kubo_unpins_and_then_collects(kubo_daemon: KuboDaemon) -> None:
+    store = kubo_daemon.store(timeout=10.0)
+    digest = store.put(f"swarm unpin test {time.time_ns()}".encode(), pin=True)
+    rpc(kubo_daemon, "repo/gc")
+    assert store.has(digest)  # pinned: kept
+    store.unpin(digest)
+    store.unpin(digest)  # twice: no error
+    rpc(kubo_daemon, "repo/gc")
+    assert not store.has(digest)
+
+
 def test_real_kubo_missing_block_is_not_local(kubo_daemon: KuboDaemon) -> None:
     store = kubo_daemon.store(timeout=1.0)
     missing = sha256(f"never stored {time.time_ns()}".encode())
