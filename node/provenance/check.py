@@ -4,8 +4,9 @@ Two tolerances on a completion's worst margin (docs/PROTOCOL.md, "Seeded sampler
 
 - below ``-SOFT_TOLERANCE`` the completion is **excluded**: no reward, never trained on. The
   fp32 drift between machines is at most ~1e-5, so an honest completion is never excluded;
-- below ``-HARD_TOLERANCE`` the batch is **flagged**, with the evidence (group, completion,
-  position of the worst margin) that lets every other seat recompute that one group. A hundred
+- below ``-HARD_TOLERANCE`` the batch is **flagged**, with the evidence (the group and
+  completion of the worst margin, and its first position below ``-HARD_TOLERANCE``: after a
+  wrong token the later ones fail too, so the first is where the forgery starts) that lets every other seat recompute that one group. A hundred
   times the soft tolerance: a flag costs the subject its stake, so it needs a miss that no float
   rounding explains.
 """
@@ -25,12 +26,14 @@ HARD_TOLERANCE = 1e-2
 
 @dataclass(frozen=True)
 class Evidence:
-    """Where a flagged batch's worst margin is."""
+    """Where a flagged batch fails: the completion with the worst margin, the first position of
+    it below the hard tolerance and that position's margin."""
 
     group: int
     completion: int
     position: int
     margin: float
+    worst: float
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,10 @@ def judge(margins: Mapping[int, Sequence[CompletionMargins]]) -> ProvenanceResul
             if completion.worst < -SOFT_TOLERANCE:
                 excluded.add((group, index))
             if completion.worst < -HARD_TOLERANCE and (
-                evidence is None or completion.worst < evidence.margin
+                evidence is None or completion.worst < evidence.worst
             ):
-                evidence = Evidence(group, index, completion.position, completion.worst)
+                first = completion.first_below(HARD_TOLERANCE)
+                position = completion.position if first is None else first
+                margin = completion.margins[position]
+                evidence = Evidence(group, index, position, margin, completion.worst)
     return ProvenanceResult(tuple(sorted(margins)), frozenset(excluded), evidence, worst)

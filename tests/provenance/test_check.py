@@ -95,3 +95,10 @@ def test_about_m_seats_per_batch_recompute_whatever_the_committee_size() -> None
     seats = [f"0x{i:040x}" for i in range(1, 6401)]
     chosen = sum(recomputes(BEACON, SUBJECT, seat, 64) for seat in seats)
     assert abs(chosen / 100 - RECOMPUTING_SEATS) < 0.5  # 100 committees of 64: sd 0.17 per batch
+
+
+def test_the_evidence_is_the_first_failing_position_of_the_worst_completion() -> None:
+    later_worse = CompletionMargins(-0.9, 3, (0.1, -0.05, 0.2, -0.9))
+    result = judge({1: [later_worse]})
+    assert result.evidence is not None
+    assert (result.evidence.position, result.evidence.margin, result.evidence.worst) == (1, -0.05, -0.9)
