@@ -2,8 +2,9 @@
 
 - node.policy knows nothing of the chain or storage: importing all of it loads none of them.
 - The protocol layer never loads torch, transformers or node.policy: a node's chain client,
-  tasks, batch format, stores and peer intake, the indexer, and the learning types the round
-  shares with the policy (node.learning_data) import without a model library.
+  tasks, batch format, stores and peer intake, the indexer, the learning types the round
+  shares with the policy (node.learning_data), and the seeded sampler's seeds and the choice of
+  who recomputes what (node.provenance.seeds, .choice) import without a model library.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ PROTOCOL = [
     "coordinator_indexer",
     "node.learning_data",
     "node.round.own",
+    "node.provenance.seeds",
+    "node.provenance.choice",
 ]
 
 # Imports the package and every module under it; a meta-path hook names the module whose import
