@@ -39,10 +39,11 @@ def release_adapter(store: ContentStore, address: bytes, *, keep: Iterable[bytes
 
     A store shared by several publishers (the local swarm's folder) must not be released into
     this way: another publisher's adapter may share a chunk too."""
+    keep = set(keep)  # read twice below: a generator would be empty the second time
     kept = {c for other in keep for c in chunk_list(store, other, max_size=MAX_ADAPTER_BYTES)[2]}
     _, _, chunks = chunk_list(store, address, max_size=MAX_ADAPTER_BYTES)
     for chunk in chunks:
         if chunk not in kept:
             store.unpin(chunk)
-    if address not in set(keep):
+    if address not in keep:
         store.unpin(address)

@@ -69,3 +69,11 @@ def test_what_is_not_an_adapter_is_refused(store, state) -> None:  # type: ignor
         fetch_adapter(store, address, max_bytes=len(encode_adapter(state)) - 1)
     with pytest.raises(BadManifest):
         fetch_adapter(store, store.put(encode_adapter(state)[:1000]))  # bytes where a manifest goes
+
+
+def test_what_is_kept_may_be_given_as_any_iterable(store, state) -> None:  # type: ignore[no-untyped-def]
+    kept = publish_adapter(store, state)
+    release_adapter(store, kept, keep=(a for a in [kept]))  # releasing what is kept: a no-op
+    assert store.is_pinned(kept)
+    store.gc(older_than=-1)
+    assert fetch_adapter(store, kept).keys() == state.keys()
