@@ -32,7 +32,6 @@ import math
 import torch
 from torch import Tensor
 
-SAMPLER_ID = "swarm.sample/1"
 _MARGIN_CHUNK = 64
 """Positions per chunk in ``pick_margins`` (a chunk holds 64 x V float64 values)."""
 
