@@ -27,7 +27,14 @@ import torch
 
 from node.defaults import SHIPPED_MODEL
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
-from node.policy.model import BaseModel, encode_prompts, load_base
+from node.policy.model import (
+    TINY_MODEL,
+    BaseModel,
+    encode_prompts,
+    load_base,
+    load_tokenizer,
+    tiny_model,
+)
 from node.provenance.check import SOFT_TOLERANCE
 from node.provenance.recompute import group_margins
 from node.provenance.seeds import batch_seeds
@@ -39,16 +46,13 @@ SCRIPT = Path(__file__).resolve()
 
 
 def load_model(name: str) -> BaseModel:
-    """The shipped model in fp32, or (``tiny``) the tiny random model with its own random output
-    layer, so that its distributions are peaked like a trained model's."""
+    """The shipped model in fp32, or (``tiny``) the tiny random model with a peaked output layer
+    (``tiny_model(peaked_head_seed=1)``, as the provenance tests use)."""
     if name != "tiny":
         return load_base(SHIPPED_MODEL, dtype="float32")
-    base = load_base("tiny", device="cpu", dtype="float32", seed=0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)
-        head = torch.randn_like(base.model.lm_head.weight) * 0.5
-    base.model.lm_head.weight = torch.nn.Parameter(head, requires_grad=False)
-    return base
+    tokenizer = load_tokenizer(TINY_MODEL)
+    model = tiny_model(tokenizer, peaked_head_seed=1).eval().requires_grad_(False)
+    return BaseModel(name=TINY_MODEL, model=model, tokenizer=tokenizer)
 
 
 def sample_job(model_name: str, prompts: int, group: int, new_tokens: int, path: Path) -> None:

@@ -242,9 +242,17 @@ def load_base(
 
 
 def tiny_model(
-    tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, tie_word_embeddings: bool = True
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    seed: int = 0,
+    tie_word_embeddings: bool = True,
+    peaked_head_seed: int | None = None,
 ) -> PreTrainedModel:
-    """A randomly initialised two-layer Llama over ``tokenizer``'s vocabulary (for tests)."""
+    """A randomly initialised two-layer Llama over ``tokenizer``'s vocabulary (for tests).
+
+    With ``peaked_head_seed`` its output layer is its own, drawn N(0, 0.5^2) from that seed, so
+    its next-token distributions are peaked like a trained model's (the tied random model's are
+    nearly uniform over 49k tokens)."""
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -260,7 +268,12 @@ def tiny_model(
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return LlamaForCausalLM(config)
+        model = LlamaForCausalLM(config)
+        if peaked_head_seed is not None:
+            torch.manual_seed(peaked_head_seed)
+            head = torch.randn_like(model.lm_head.weight) * 0.5  # (V, H)
+            model.lm_head.weight = torch.nn.Parameter(head, requires_grad=False)
+    return model
 
 
 def _load_shipped(cache_dir: Path) -> PreTrainedModel:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from node.policy.model import encode_prompts
-from tests.provenance.helpers import QUESTIONS, with_random_head
+from tests.provenance.helpers import QUESTIONS, peaked_tiny_model
 
 
 @pytest.fixture(scope="module")
-def peaked(tiny_base):  # type: ignore[no-untyped-def]
-    return with_random_head(tiny_base.model, 1)
+def peaked(tokenizer):  # type: ignore[no-untyped-def]
+    return peaked_tiny_model(tokenizer, 1)
 
 
 @pytest.fixture(scope="module")

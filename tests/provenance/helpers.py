@@ -1,17 +1,9 @@
-"""What the provenance tests share: a peaked tiny model, prompts, seeds, sampling, margins.
-
-``with_random_head`` gives the tiny model its own random output layer, so its next-token
-distributions are peaked like a trained model's (the tied random model's are nearly uniform
-over 49k tokens).
-"""
+"""What the provenance tests share: a peaked tiny model, prompts, seeds, sampling, margins."""
 
 from __future__ import annotations
 
-import copy
-
-import torch
-
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
+from node.policy.model import tiny_model
 from node.provenance.check import SOFT_TOLERANCE
 from node.provenance.recompute import group_margins
 from node.provenance.seeds import batch_seeds
@@ -22,13 +14,9 @@ G = 4
 TOLERANCE = SOFT_TOLERANCE
 
 
-def with_random_head(model, seed: int):  # type: ignore[no-untyped-def]
-    model = copy.deepcopy(model)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        head = torch.randn_like(model.lm_head.weight) * 0.5  # (V, H)
-    model.lm_head.weight = torch.nn.Parameter(head, requires_grad=False)
-    return model
+def peaked_tiny_model(tokenizer, seed: int):  # type: ignore[no-untyped-def]
+    """The tiny model with a peaked output layer drawn from ``seed``, frozen (``tiny_model``)."""
+    return tiny_model(tokenizer, peaked_head_seed=seed).eval().requires_grad_(False)
 
 
 def sample(model, tokenizer, prompts, seeds, **sampling):  # type: ignore[no-untyped-def]

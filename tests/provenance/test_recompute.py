@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from node.provenance.recompute import group_margins
-from tests.provenance.helpers import G, QUESTIONS, TOLERANCE, sample, seeds_for, with_random_head, worst
+from tests.provenance.helpers import (
+    G,
+    QUESTIONS,
+    TOLERANCE,
+    peaked_tiny_model,
+    sample,
+    seeds_for,
+    worst,
+)
 
 
 def test_honest_completions_keep_every_margin_at_any_thread_count(
@@ -48,13 +56,13 @@ def test_an_edited_token_is_caught_where_it_was_edited(peaked, tokenizer, prompt
 
 @pytest.mark.parametrize("forgery", ["other seeds", "other model, right seeds", "written"])
 def test_completions_not_sampled_by_this_model_with_these_seeds_are_caught(
-    forgery: str, peaked, tokenizer, prompts, tiny_base
+    forgery: str, peaked, tokenizer, prompts
 ) -> None:  # type: ignore[no-untyped-def]
     seeds = seeds_for(4)
     if forgery == "other seeds":
         completions = sample(peaked, tokenizer, prompts, seeds_for(5))
     elif forgery == "other model, right seeds":
-        completions = sample(with_random_head(tiny_base.model, 2), tokenizer, prompts, seeds)
+        completions = sample(peaked_tiny_model(tokenizer, 2), tokenizer, prompts, seeds)
     else:
         answer = tokenizer("<answer>5</answer>", add_special_tokens=False)["input_ids"]
         completions = [[answer + [tokenizer.eos_token_id]] * G for _ in prompts]
