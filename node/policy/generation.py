@@ -385,10 +385,9 @@ def _sample(
         tokens = logits.argmax(dim=-1)
         return tokens, _chosen_logprob(logits, tokens)
     u = torch.tensor([uniform(seed, position) for seed in seeds], dtype=torch.float64)
-    tokens, logprobs = seeded_pick(
+    return seeded_pick(
         logits, u.to(logits.device), temperature=sampling.temperature, top_p=sampling.top_p
     )
-    return tokens, logprobs
 
 
 def _chosen_logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
