@@ -178,6 +178,11 @@ class SamplingSettings(_Section):
     strategy: Literal["uniform", "verified-history"] = Field(
         "uniform", description="How the J external groups are chosen among verified ones."
     )
+    check_provenance: bool = Field(
+        True,
+        description="Recompute every peer group under its publisher's adapter before training "
+        "on it, and train only on the completions its sampler picked (about 1 s a group).",
+    )
 
     @model_validator(mode="after")
     def _something_to_train_on(self) -> SamplingSettings:

@@ -33,7 +33,9 @@ from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
 from node.policy.model import load_tokenizer
 from node.policy.peer_ids import PeerIds, written_completion
+from node.provenance.seeds import SAMPLER_ID
 from node.rollouts import ModelInfo, encode_batch, sign_batch
+from node.rollouts.schema import LoraShape
 from node.rollouts.assemble import assemble_batch
 from node.sampling.verify import RoundContext, verify_batch
 from node.storage import LocalStore
@@ -79,8 +81,13 @@ def main() -> None:
     rng = random.Random(0)
     texts = [[completion_text(rng, t.answer, i % 2 == 0) for i in range(GROUP_SIZE)] for t in tasks]
     tokens = PeerIds(load_tokenizer())
-    model = ModelInfo(
-        name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=tokens.digest
+    model = ModelInfo(  # base and adapter are placeholders: nothing here recomputes
+        name="HuggingFaceTB/SmolLM2-135M-Instruct",
+        base="0x" + "ba" * 32,
+        adapter="0x" + "ab" * 32,
+        lora=LoraShape(rank=16, alpha=32, targets=["k_proj", "o_proj", "q_proj", "v_proj"]),
+        sampler=SAMPLER_ID,
+        tokenizer=tokens.digest,
     )
     encoded = assemble_batch(
         account=PEER,
@@ -113,6 +120,7 @@ def main() -> None:
         tasks_per_round=GROUPS,
         group_size=GROUP_SIZE,
         tokens=tokens,
+        bases=frozenset({model.base}),
     )
     plain = encode_batch(encoded.batch) if args.compress else data
 

@@ -30,8 +30,10 @@ from eth_utils import keccak
 
 from node.chain.eip712 import Domain
 from node.local.kubo import new_swarm_key, start_kubo
-from node.learning_data import TextCompletion
+from node.learning_data import GeneratedCompletion
+from node.provenance.seeds import SAMPLER_ID
 from node.rollouts import ModelInfo, encode_batch, sign_batch
+from node.rollouts.schema import LoraShape
 from node.rollouts.assemble import assemble_batch
 from node.storage import ContentStore, LocalStore
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
@@ -49,6 +51,12 @@ def completion_text(rng: random.Random, answer: str | None) -> str:
     return " ".join(words) + f" <answer>{answer}</answer>"
 
 
+def _written(text: str) -> GeneratedCompletion:
+    """A completion of ``text`` as one claimed token per word (nothing here decodes them)."""
+    ids = tuple(range(1, len(text.split()) + 1))
+    return GeneratedCompletion(text, ids, "length", (0.0,) * len(ids))
+
+
 def real_batches(count: int) -> list[bytes]:
     """``count`` distinct encoded batches: one assembled (scored, signed), then re-signed for
     ``count`` rounds, as a node publishes one per round."""
@@ -60,11 +68,16 @@ def real_batches(count: int) -> list[bytes]:
         domain=DOMAIN,
         round=0,
         preset=DEFAULT_PRESET_NAME,
-        model=ModelInfo(
-            name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=None
+        model=ModelInfo(  # base, adapter and tokenizer are placeholders: nothing here verifies
+            name="HuggingFaceTB/SmolLM2-135M-Instruct",
+            base="0x" + "ba" * 32,
+            adapter="0x" + "ab" * 32,
+            lora=LoraShape(rank=16, alpha=32, targets=["k_proj", "o_proj", "q_proj", "v_proj"]),
+            sampler=SAMPLER_ID,
+            tokenizer="0x" + "cd" * 32,
         ),
         tasks=tasks,
-        samples=[[TextCompletion(text, "stop") for text in group] for group in texts],
+        samples=[[_written(text) for text in group] for group in texts],
     ).batch.body
     return [
         encode_batch(sign_batch(body.model_copy(update={"round": round}), PEER, DOMAIN))

@@ -14,15 +14,17 @@ token and not luck in answer lengths. Then the recompute: each group teacher-for
 model (``node.provenance.recompute.group_margins``), its seconds per group and per batch against
 the batch's generation, the worst honest margin seen (what the tolerance must absorb), and what
 a node's share of the committee checks costs (about m seats per batch recompute c groups each,
-so about m checks per node and round). Last,
-the adapter a node stores each round (``swarm.adapter/1``): its bytes, and what zstd would save.
+so about m checks per node and round), and what a receiver's recompute of the J peer groups it
+trains on costs (``node.provenance.peer_check``: J groups, and decoding and loading each
+publisher's adapter). Last, the adapter a node stores each round (``swarm.adapter/1``): its
+bytes, and what zstd would save.
 ``--adapter`` takes a checkpoint's ``adapter_model.safetensors`` (e.g. one from an experiment's
 ``units/*/node-*/round-*/``); without it, a fresh default adapter (rank 16 on attention and MLP)
 with random B, the worst case for compression.
 
 On a 2-core machine, stop other heavy work first: the two variants share the cores with it.
 Usage: .venv/bin/python scripts/bench_provenance.py [--prompts 8] [--group 8] [--new-tokens 32]
-       [--repeats 3] [--threads N] [--adapter PATH] [--round-seconds 120]
+       [--repeats 3] [--threads N] [--adapter PATH] [--round-seconds 120] [--external-groups 4]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from node.policy import generation
 from node.policy.adapters import LORA_TARGETS, AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.model import encode_prompts, load_base
-from node.provenance.adapter import encode_adapter
+from node.provenance.adapter import decode_adapter, encode_adapter
 from node.provenance.choice import CHECKED_GROUPS, RECOMPUTING_SEATS
 from node.provenance.recompute import group_margins
 from node.provenance.seeds import batch_seeds
@@ -80,6 +82,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--adapter", help="a checkpoint's adapter_model.safetensors to measure")
+    parser.add_argument(
+        "--external-groups", type=int, default=4, help="J, the peer groups trained on per round"
+    )
     parser.add_argument("--round-seconds", type=float, default=120.0, help="a round's length")
     args = parser.parse_args()
     if args.threads:
@@ -139,11 +144,35 @@ def main() -> None:
         f"{node_round:.2f} s per node and round (m = {RECOMPUTING_SEATS}): "
         f"{node_round / args.round_seconds * 100:.1f} % of a {args.round_seconds:.0f}-s round"
     )
-    adapter_bytes(base, args.adapter)
+    state = adapter_bytes(base, args.adapter)
+    load = adapter_load_seconds(base, state)
+    training = args.external_groups * (per_group + load)
+    print(
+        f"training     {training:6.2f} s per node and round to recompute J = "
+        f"{args.external_groups} peer groups ({load:.2f} s of it per adapter decoded and "
+        f"loaded): {training / args.round_seconds * 100:.1f} % of a "
+        f"{args.round_seconds:.0f}-s round"
+    )
 
 
-def adapter_bytes(base, path: str | None) -> None:  # type: ignore[no-untyped-def]
-    """Prints the size of the adapter a node stores per round, and zstd's ratio on it."""
+def adapter_load_seconds(base, state) -> float:  # type: ignore[no-untyped-def]
+    """Seconds to decode a publisher's adapter bytes and load them into a scratch adapter (what a
+    receiver does once per peer batch it trains on), median of three."""
+    data = encode_adapter(state)
+    lora = LoraSettings(rank=16, alpha=32, target_modules=LORA_TARGETS["attention+mlp"])
+    pool = AdapterPool(base)
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        with pool.borrowed(lora, decode_adapter(data)):
+            pass
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def adapter_bytes(base, path: str | None):  # type: ignore[no-untyped-def]
+    """Prints the size of the adapter a node stores per round and zstd's ratio on it; returns
+    the adapter."""
     if path:
         state, what = load_file(path), path
     else:
@@ -162,6 +191,7 @@ def adapter_bytes(base, path: str | None) -> None:  # type: ignore[no-untyped-de
         f"adapter      {len(data) / 1e6:.2f} MB per node and round ({what}); zstd -3: "
         f"{len(packed) / len(data):.3f}x the bytes"
     )
+    return state
 
 
 if __name__ == "__main__":

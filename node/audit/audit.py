@@ -69,15 +69,17 @@ def audit_round(
     *,
     start_block: int,
     tokens: TokenCheck,
+    bases: frozenset[str],
     settings: AuditSettings | None = None,
 ) -> RoundAudit:
     """Audits every batch of ``round`` (``tokens``: the node's tokenizer, which counts and
-    decodes the batches' token ids); raises AuditError when it cannot."""
+    decodes the batches' token ids; ``bases``: the weights digests of the base models it judges);
+    raises AuditError when it cannot."""
     settings = settings or AuditSettings()
     head = client.block_number()
     _check_judged(client, round)
     published, votes = _round_events(client, round, start_block, head)
-    verdicts = _verify(client, store, round, published, tokens, settings)
+    verdicts = _verify(client, store, round, published, tokens, bases, settings)
     board = _leaderboard(settings, round) if settings.indexer_url else None
     batches = tuple(
         _batch_audit(client, round, commitment, verdicts[commitment.peer], votes, board)
@@ -138,6 +140,7 @@ def _verify(
     round: int,
     published: Sequence[RolloutsPublished],
     tokens: TokenCheck,
+    bases: frozenset[str],
     settings: AuditSettings,
 ) -> dict[str, PeerVerdict]:
     rules = client.rules_at(round)
@@ -148,6 +151,7 @@ def _verify(
         tasks_per_round=rules.tasks_per_round,
         group_size=rules.group_size,
         tokens=tokens,
+        bases=bases,
     )
     report = intake_round(
         published,

@@ -26,16 +26,20 @@ def _load(ctx: click.Context) -> NodeConfig:
     return load_config(path)
 
 
-def _tokens(source: str) -> TokenCheck:
-    """The node's tokenizer, which counts and decodes batches' token ids (transformers loads
-    here, not on import)."""
-    from node.policy.model import ModelLoadError, load_tokenizer
+def _model(source: str) -> tuple[TokenCheck, frozenset[str]]:
+    """The node's tokenizer, which counts and decodes batches' token ids, and its base model's
+    weights digest, which batches must name (transformers loads here, not on import)."""
+    from node.policy.adapters import base_weights
+    from node.policy.model import ModelLoadError, load_base
     from node.policy.peer_ids import PeerIds
+    from node.provenance.adapter import weights_digest
 
     try:
-        return PeerIds(load_tokenizer(source))
+        base = load_base(source)
     except (ModelLoadError, OSError) as exc:
-        raise ValueError(f"cannot load the tokenizer of model {source!r}: {exc}") from None
+        raise ValueError(f"cannot load the model {source!r}: {exc}") from None
+    digest = "0x" + weights_digest(base_weights(base.model)).hex()
+    return PeerIds(base.tokenizer), frozenset({digest})
 
 
 def _fail(ctx: click.Context, message: str) -> None:
@@ -83,12 +87,14 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
             total_budget=max(config.storage.fetch_budget, 60.0),
             indexer_url=indexer_url,
         )
+        tokens, bases = _model(config.model.source)
         result = audit_round(
             client,
             store,
             round,
             start_block=deployment.deployment_block,
-            tokens=_tokens(config.model.source),
+            tokens=tokens,
+            bases=bases,
             settings=settings,
         )
     except (AuditError, ChainError, ConfigError, StoreError, TaskError, ValueError) as exc:

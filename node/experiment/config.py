@@ -82,6 +82,9 @@ class ExperimentConfig:
     peer_importance_cap: float = 2.0
     peer_advantage: str = "all"
     strategy: str = "uniform"
+    check_provenance: bool = True
+    """Nodes recompute the peer groups they train on, as every node does (off only for tests
+    whose learners write answers by hand, which the recompute rightly refuses)."""
     window: int = 5
     threads: int = 2
     precision: str = "auto"
@@ -165,6 +168,7 @@ class ExperimentConfig:
                     "external_groups": unit.sharing.external,
                     "group_size": self.group_size,
                     "strategy": self.strategy,
+                    "check_provenance": self.check_provenance,
                 },
                 "model": {"source": self.model, "checkpoint_dir": state_dir},
                 "generation": {

@@ -33,6 +33,7 @@ Not thread-safe: activate adapters and route rows from one thread.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import warnings
 from collections.abc import Iterator, Sequence
@@ -297,6 +298,34 @@ class AdapterPool:
             for key, param in params.items():
                 param.copy_(state[key])
 
+    @contextmanager
+    def borrowed(self, lora: LoraSettings, state: dict[str, torch.Tensor]) -> Iterator[PeftModel]:
+        """Activates a peer's adapter ``state`` of shape ``lora`` (loaded into a scratch adapter
+        kept per shape, never trained); ``ValueError`` when the state does not fit that shape."""
+        name = _borrowed_name(lora)
+        if name not in self._lora:
+            self.add(name, lora, seed=0)
+        self.load_adapter_state(name, state)
+        with self.activate(name) as model:
+            yield model
+
     def _require(self, name: str) -> None:
         if name not in self._lora:
             raise KeyError(f"no adapter {name!r} (have: {', '.join(self._lora) or 'none'})")
+
+
+def base_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s own weights as they were before peft injected LoRA layers into it in place
+    (LoRA weights left out, ``.base_layer.`` removed from the names)."""
+    return {
+        key.replace(".base_layer.", "."): value
+        for key, value in model.state_dict().items()
+        if ".lora_" not in key
+    }
+
+
+def _borrowed_name(lora: LoraSettings) -> str:
+    """The scratch adapter of one LoRA shape (a valid adapter name no node can have: nodes are
+    named by address or plain words)."""
+    shape = f"{lora.rank}/{lora.alpha}/{','.join(sorted(lora.target_modules))}"
+    return "borrowed-" + hashlib.sha256(shape.encode()).hexdigest()[:16]

@@ -1,7 +1,7 @@
 """A batch's completions as the trainer takes them: sampled ids where they are this node's own
 tokenizer's and agree with the text, else the text.
 
-A batch (``swarm.rollouts/2``) names the tokenizer its token ids belong to by
+A batch (``swarm.rollouts/3``) names the tokenizer its token ids belong to by
 :func:`tokenizer_digest`. A receiver with the same digest trains on the ids as they were sampled
 (no re-tokenisation, the stop exactly as sampled), after checking that they are what the text
 says: every id in the vocabulary, exactly one stop token and at the end when the finish reason is
@@ -94,13 +94,14 @@ def written_completion(
     tokenizer: PreTrainedTokenizerBase, text: str, finish_reason: FinishReason = "stop"
 ) -> GeneratedCompletion:
     """``text`` as a sampler that wrote it would publish it: its tokens, then the end-of-turn
-    token if it stopped; log-probs unknown. For batches built without sampling (tests,
-    benchmarks, the spec's vectors). ValueError for a text the tokens do not give back."""
+    token if it stopped, each with log-prob 0 (a writer claims what it likes). For batches built
+    without sampling (tests, benchmarks, the spec's vectors, forgeries). ValueError for a text
+    the tokens do not give back."""
     ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
     if decode_completion(tokenizer, list(ids)) != text:
         raise ValueError(f"{text!r} does not decode back from its tokens")
     stop = (end_of_turn_id(tokenizer),) if finish_reason == "stop" else ()
-    return GeneratedCompletion(text, ids + stop, finish_reason)
+    return GeneratedCompletion(text, ids + stop, finish_reason, (0.0,) * len(ids + stop))
 
 
 def _as_text(completion: BatchCompletion) -> TextCompletion:

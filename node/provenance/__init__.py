@@ -8,4 +8,6 @@
 - ``publish``    an adapter in the content store: chunked, pinned, fetched strictly, released
 - ``choice``     which seats recompute a batch and which of its groups (torch-free), the odds
 - ``check``      a seat's check: recompute the chosen groups, apply the two tolerances
+- ``model_info`` a batch's LoRA shape and the adapter settings it stands for
+- ``peer_check`` a receiver's check of the peer groups it would train on
 """

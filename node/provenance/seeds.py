@@ -20,7 +20,9 @@ from collections.abc import Sequence
 
 from eth_utils import is_hex_address, keccak, to_canonical_address
 
-SAMPLE_DOMAIN = b"swarm.sample/1"
+SAMPLER_ID = "swarm.sample/1"
+"""The sampler a batch names (``model.sampler``); also the seeds' domain tag."""
+SAMPLE_DOMAIN = SAMPLER_ID.encode()
 LOCAL_DOMAIN = b"swarm.sample/local/1"
 _UINT64 = 2**64
 

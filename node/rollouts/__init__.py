@@ -1,4 +1,4 @@
-"""The rollout batch format ``swarm.rollouts/1``: schema, canonical bytes, signing, reject reasons.
+"""The rollout batch format ``swarm.rollouts/3``: schema, canonical bytes, signing, reject reasons.
 
 A batch is what a peer publishes each round: its groups of completions for the round's tasks,
 signed with EIP-712 and stored as canonical JSON (optionally zstd) under its SHA-256.

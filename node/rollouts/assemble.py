@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from eth_account.signers.local import LocalAccount
 
 from node.chain.eip712 import Domain
-from node.learning_data import GeneratedCompletion, TextCompletion
+from node.learning_data import GeneratedCompletion
 from node.rollouts.codec import encode_batch
 from node.rollouts.digest import batch_digest
 from node.rollouts.schema import (
@@ -52,18 +52,14 @@ class EncodedBatch:
         return self.batch.body.reward_sum_milli
 
 
-Sample = GeneratedCompletion | TextCompletion
-"""A completion to publish: sampled ids and log-probs with its text, or a text alone."""
-
-
-def batch_completion(task: TaskItem, sample: Sample, *, with_ids: bool) -> Completion:
-    """One completion as the batch records it, scored under the task's rule; its token ids and
-    log-probs only ``with_ids`` (the batch names the tokenizer they belong to)."""
-    ids = logprobs = None
-    if with_ids and isinstance(sample, GeneratedCompletion) and sample.token_ids:
-        ids = list(sample.token_ids)
-        if sample.logprobs is not None and all(map(math.isfinite, sample.logprobs)):
-            logprobs = [round_logprob(x) for x in sample.logprobs]
+def batch_completion(task: TaskItem, sample: GeneratedCompletion) -> Completion:
+    """One completion as the batch records it, scored under the task's rule, with its token ids
+    and their log-probs (a log-prob that is not finite is stored as the lowest a float allows:
+    the schema takes no infinities, and the value is only a weight)."""
+    ids = list(sample.token_ids)
+    if sample.logprobs is None or len(sample.logprobs) != len(ids):
+        raise ValueError("a published completion needs one log-prob per sampled token id")
+    logprobs = [round_logprob(x) for x in sample.logprobs]
     return Completion(
         text=sample.text,
         reward=score_completion(task, sample.text, finish_reason=sample.finish_reason),
@@ -73,18 +69,25 @@ def batch_completion(task: TaskItem, sample: Sample, *, with_ids: bool) -> Compl
     )
 
 
+LOWEST_LOGPROB = -1e9
+"""What a log-prob that is not a finite number is stored as."""
+
+
 def round_logprob(value: float) -> float:
     """A sampler's log-prob as a batch stores it: 6 decimals (a float32's precision), ``<= 0``."""
-    return min(0.0, round(float(value), 6)) + 0.0  # + 0.0 turns -0.0 into 0.0
+    value = float(value)
+    if not math.isfinite(value):
+        return LOWEST_LOGPROB
+    return min(0.0, round(value, 6)) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def score_group(task: TaskItem, samples: Sequence[Sample], *, with_ids: bool = True) -> Group:
+def score_group(task: TaskItem, samples: Sequence[GeneratedCompletion]) -> Group:
     """One group: the task as the batch records it and each completion with its reward."""
     return Group(
         task=TaskRecord(
             dataset=task.dataset, index=task.index, question=task.question, answer=task.answer
         ),
-        completions=[batch_completion(task, sample, with_ids=with_ids) for sample in samples],
+        completions=[batch_completion(task, sample) for sample in samples],
     )
 
 
@@ -96,16 +99,12 @@ def assemble_batch(
     preset: str,
     model: ModelInfo,
     tasks: Sequence[TaskItem],
-    samples: Sequence[Sequence[Sample]],
+    samples: Sequence[Sequence[GeneratedCompletion]],
     compress: bool = False,
 ) -> EncodedBatch:
-    """Scores ``samples[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it.
-
-    Sampled token ids and log-probs are published when ``model.tokenizer`` names their tokenizer.
-    """
+    """Scores ``samples[i]`` against ``tasks[i]``, signs the body as ``account`` and encodes it."""
     if len(tasks) != len(samples):
         raise ValueError(f"{len(tasks)} tasks but {len(samples)} groups of completions")
-    with_ids = model.tokenizer is not None
     body = BatchBody(
         chain_id=domain.chain_id,
         coordinator=domain.verifying_contract,
@@ -114,7 +113,7 @@ def assemble_batch(
         model=model,
         tasks=TaskSource(preset=preset, generator=generator_id()),
         groups=[
-            score_group(task, group, with_ids=with_ids) for task, group in zip(tasks, samples)
+            score_group(task, group) for task, group in zip(tasks, samples)
         ],
     )
     batch = sign_batch(body, account, domain)

@@ -1,4 +1,4 @@
-"""Limits of the ``swarm.rollouts/2`` document; a receiver rejects a batch above any of them.
+"""Limits of the ``swarm.rollouts/3`` document; a receiver rejects a batch above any of them.
 
 The first four come from the v1 protocol; the string limits are this implementation's choice (v1
 was silent). All are part of the wire format (docs/PROTOCOL.md, "Limits"): a batch that
@@ -8,7 +8,7 @@ exceeds one is rejected by every node running this code, so raise them only ever
 
 from __future__ import annotations
 
-SCHEMA = "swarm.rollouts/2"
+SCHEMA = "swarm.rollouts/3"
 
 # --- v1 protocol ---
 MAX_GROUPS = 64
@@ -35,6 +35,12 @@ MAX_MODEL_NAME_CHARS = 256
 MAX_PRESET_CHARS = 64
 #: "reasoning-gym==<version>".
 MAX_GENERATOR_CHARS = 64
+#: "swarm.sample/1".
+MAX_SAMPLER_CHARS = 64
+#: LoRA shapes a batch may declare: the adapter's bytes are bounded by MAX_ADAPTER_BYTES anyway.
+MAX_LORA_RANK = 256
+MAX_LORA_ALPHA = 2**16
+MAX_LORA_TARGETS = 16
 #: Token ids of one completion: a byte-level tokenizer spends at most one token per UTF-8 byte,
 #: and a completion's text is at most MAX_COMPLETION_CHARS characters of at most 4 bytes; the
 #: batch's 1 MiB bounds the total far below this anyway.
@@ -51,8 +57,3 @@ MAX_UINT64 = 2**64 - 1
 MAX_JSON_DEPTH = 8
 #: Longest integer literal accepted in the JSON (a uint64 has 20 digits).
 MAX_INT_DIGITS = 20
-#: What a verifier whose tokenizer is not the batch's holds a completion's text to: at most this
-#: many characters per token of the preset's limit. It cannot decode the ids, so the text bounds
-#: the length instead; the longest token of the shipped SmolLM2 tokenizer decodes to 81
-#: characters, so no honest SmolLM2 completion under the limit is longer.
-MAX_CHARS_PER_TOKEN = 96

@@ -25,7 +25,7 @@ class RejectReason(StrEnum):
     BAD_JSON = "bad_json"
     #: ``body.schema`` is missing or names a schema this node does not speak.
     UNKNOWN_SCHEMA = "unknown_schema"
-    #: Valid JSON that does not fit the ``swarm.rollouts/1`` schema (types, fields, limits).
+    #: Valid JSON that does not fit the ``swarm.rollouts/3`` schema (types, fields, limits).
     BAD_SCHEMA = "bad_schema"
     #: The groups of a batch do not all have the same number of completions (the document is
     #: malformed; a size other than the round's G is ``wrong_group_size``).
@@ -68,7 +68,7 @@ class RejectReason(StrEnum):
     VERIFIER_ERROR = "verifier_error"
     # --- sampled tokens (node.sampling.tokens) ---
     #: The batch names no tokenizer, or a completion carries no token ids: nothing says how
-    #: long it is in tokens.
+    #: long it is in tokens. (``swarm.rollouts/2`` only: since ``/3`` the schema requires both.)
     MISSING_TOKEN_IDS = "missing_token_ids"
     #: A completion has more token ids than the preset's limit per completion (or, where its
     #: tokenizer is not this node's, a text longer than that many tokens can be).
@@ -77,6 +77,21 @@ class RejectReason(StrEnum):
     #: says (an id out of the vocabulary, a stop misplaced, missing or extra, or they decode to
     #: another text).
     TOKEN_MISMATCH = "token_mismatch"
+    # --- the model (``swarm.rollouts/3``) ---
+    #: ``body.model`` names a base model (weights digest) or a sampler this node does not have:
+    #: it cannot recompute the samples, so it does not judge the batch.
+    UNKNOWN_MODEL = "unknown_model"
+    # --- provenance (node.provenance): recomputing the samples with the named adapter ---
+    #: A recomputed completion is not the seeded sampler's pick under the batch's adapter,
+    #: beyond the hard tolerance: it was not sampled from the model the batch names.
+    PROVENANCE = "provenance"
+    #: The adapter the batch names could not be fetched: the reward is forfeit, nothing is
+    #: flagged (unavailability cannot be proven on-chain).
+    ADAPTER_MISSING = "adapter_missing"
+    #: The bytes at the adapter's address are not a ``swarm.adapter/1`` adapter of the LoRA
+    #: shape the batch names over its base model, or another publisher named the same adapter
+    #: in that round or the one before (a copy).
+    ADAPTER_MISMATCH = "adapter_mismatch"
 
 
 class BatchRejected(Exception):

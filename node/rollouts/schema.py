@@ -1,4 +1,4 @@
-"""The ``swarm.rollouts/2`` batch document as strict, frozen pydantic models.
+"""The ``swarm.rollouts/3`` batch document as strict, frozen pydantic models.
 
 Strict: no coercion (a string is never read as a number, a bool never as an int, a list never as
 an object), unknown fields are refused, every string has a length limit (node.rollouts.limits)
@@ -9,13 +9,13 @@ so ``-0.0`` never reaches the canonical encoding.
     SignedBatch{body: BatchBody, signature}
     BatchBody{schema, chain_id, coordinator, round, peer, model: ModelInfo, tasks: TaskSource,
               groups: [Group{task: TaskRecord, completions: [Completion]}]}
-    ModelInfo{name, adapter_digest, tokenizer}
+    ModelInfo{name, base, adapter, lora: LoraShape{rank, alpha, targets}, sampler, tokenizer}
     Completion{text, reward, finish_reason, token_ids, logprobs}
 
-What ``swarm.rollouts/2`` adds to ``/1``: why each completion ended (``finish_reason``), and
-optionally the ids it was sampled as and their log-probs under the sampler, with the digest of
-the tokenizer those ids belong to (``node.rollouts.tokenizer_digest``). Later provenance fields
-extend ``Completion`` and ``ModelInfo`` the same way.
+What ``swarm.rollouts/3`` adds to ``/2``: the batch commits to the model that sampled it (the
+base model's weights digest, the store address of the adapter, its LoRA shape and the sampler's
+id) and every completion carries the ids it was sampled as and their log-probs, so that a
+verifier can recompute the samples (docs/PROTOCOL.md, "Seeded sampler").
 
 A violated group-size rule is reported with the pydantic error type ``group_size`` so the codec
 can give it its own reject reason.
@@ -86,28 +86,25 @@ LogProb = Annotated[
     StrictFloat, Field(le=0.0, allow_inf_nan=False), AfterValidator(_plain_zero)
 ]
 TokenIds = Annotated[list[TokenId], Field(min_length=1, max_length=limits.MAX_COMPLETION_TOKENS)]
+ModuleName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")]
 LogProbs = Annotated[list[LogProb], Field(min_length=1, max_length=limits.MAX_COMPLETION_TOKENS)]
 
 
 class Completion(_Strict):
-    """One sampled completion, why it ended, the reward its publisher scored it with and,
-    optionally, the token ids it was sampled as (ending with the stop token when it stopped)
-    and the sampler's log-prob of each."""
+    """One sampled completion, why it ended, the reward its publisher scored it with, the token
+    ids it was sampled as (ending with the stop token when it stopped) and the sampler's log-prob
+    of each."""
 
     text: CompletionText
     reward: Reward
     finish_reason: Literal["stop", "length"]
-    token_ids: TokenIds | None
-    logprobs: LogProbs | None
+    token_ids: TokenIds
+    logprobs: LogProbs
 
     @model_validator(mode="after")
     def _logprobs_match_ids(self) -> Completion:
-        if self.logprobs is not None and (
-            self.token_ids is None or len(self.logprobs) != len(self.token_ids)
-        ):
-            raise PydanticCustomError(
-                "logprobs", "logprobs need token_ids, one log-prob per token id", {}
-            )
+        if len(self.logprobs) != len(self.token_ids):
+            raise PydanticCustomError("logprobs", "one log-prob per token id", {})
         return self
 
 
@@ -127,13 +124,35 @@ class Group(_Strict):
     completions: list[Completion] = Field(min_length=1, max_length=limits.MAX_COMPLETIONS_PER_GROUP)
 
 
+def _sorted_unique(names: list[str]) -> list[str]:
+    if names != sorted(set(names)):
+        raise PydanticCustomError("targets", "LoRA targets must be sorted and distinct", {})
+    return names
+
+
+class LoraShape(_Strict):
+    """The adapter's LoRA shape: rank, alpha and the module names it is applied to."""
+
+    rank: Annotated[StrictInt, Field(ge=1, le=limits.MAX_LORA_RANK)]
+    alpha: Annotated[StrictInt, Field(ge=1, le=limits.MAX_LORA_ALPHA)]
+    targets: Annotated[
+        list[ModuleName],
+        Field(min_length=1, max_length=limits.MAX_LORA_TARGETS),
+        AfterValidator(_sorted_unique),
+    ]
+
+
 class ModelInfo(_Strict):
-    """The policy that produced the completions: base model, its adapter's digest if any, and the
-    digest of the tokenizer the completions' token ids belong to (None: no token ids)."""
+    """The policy that produced the completions: the base model's name and weights digest, the
+    store address of the adapter it sampled with and that adapter's shape, the sampler's id and
+    the digest of the tokenizer the token ids belong to."""
 
     name: ModelName
-    adapter_digest: Hash32Hex | None
-    tokenizer: Hash32Hex | None
+    base: Hash32Hex
+    adapter: Hash32Hex
+    lora: LoraShape
+    sampler: Annotated[StrictStr, Field(min_length=1, max_length=limits.MAX_SAMPLER_CHARS)]
+    tokenizer: Hash32Hex
 
 
 class TaskSource(_Strict):
@@ -157,7 +176,7 @@ def _same_group_size(groups: list[Group]) -> list[Group]:
 class BatchBody(_Strict):
     """What the peer signs: who, where, when, with which model, and the groups."""
 
-    schema_: Literal["swarm.rollouts/2"] = Field(default=limits.SCHEMA, alias="schema")
+    schema_: Literal["swarm.rollouts/3"] = Field(default=limits.SCHEMA, alias="schema")
     chain_id: Annotated[StrictInt, Field(ge=1, le=limits.MAX_UINT64)]
     coordinator: Address
     round: Uint64
@@ -169,15 +188,6 @@ class BatchBody(_Strict):
         Field(min_length=1, max_length=limits.MAX_GROUPS),
         AfterValidator(_same_group_size),
     ]
-
-    @model_validator(mode="after")
-    def _ids_have_a_tokenizer(self) -> BatchBody:
-        has_ids = any(c.token_ids is not None for g in self.groups for c in g.completions)
-        if has_ids and self.model.tokenizer is None:
-            raise PydanticCustomError(
-                "tokenizer", "completions carry token_ids but model.tokenizer is null", {}
-            )
-        return self
 
     @property
     def group_size(self) -> int:

@@ -81,6 +81,11 @@ def build_node(
         model = config.model
         pool = AdapterPool(load_base(model.source, device=model.device, dtype=model.dtype))
     learner = learner_class(
-        pool, name, pool.base.tokenizer, learner_settings(config), shared=shared
+        pool,
+        name,
+        pool.base.tokenizer,
+        learner_settings(config),
+        shared=shared,
+        owner=account.address,
     )
     return node_class(account, exchange, learner, config, store_retry=store_retry)

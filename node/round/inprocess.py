@@ -71,7 +71,10 @@ class MemoryStore(ContentStore):
             raise NotFound(f"cannot pin 0x{digest.hex()}: not in memory")
 
     def unpin(self, digest: bytes) -> None:
-        check_digest(digest)  # nothing is collected here but what ``forget`` drops
+        """Memory is collected at once: an unpinned blob is gone (the swarm's batches are
+        never unpinned; ``forget`` drops them as the swarm advances)."""
+        with self._lock:
+            self._blobs.pop(check_digest(digest), None)
 
     def forget(self, digests: Iterable[bytes]) -> None:
         with self._lock:

@@ -14,23 +14,28 @@ pool with equal settings in shared forward passes, each row through its node's a
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import PreTrainedTokenizerBase
 
 from node.learning_data import GeneratedGroup, ScoredGroup, StepMetrics
-from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings, base_weights
 from node.policy.checkpoint import CheckpointInfo, load_checkpoint, save_checkpoint
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.grpo import GRPOConfig, GRPOTrainer, TrainShare, train_together
 from node.policy.model import encode_prompts
 from node.policy.peer_ids import PeerIds
+from node.provenance.adapter import weights_digest
 from node.provenance.seeds import CompletionSeeds
 from node.round.rendezvous import Rendezvous
 from node.tasks import TaskItem, build_messages
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class LearnerSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
     seed: int = 0
+
+
+_BASE_DIGESTS: weakref.WeakKeyDictionary[AdapterPool, str] = weakref.WeakKeyDictionary()
 
 
 def derived_seed(*parts: object) -> int:
@@ -61,6 +69,7 @@ class Learner:
         settings: LearnerSettings,
         *,
         shared: bool = False,
+        owner: str = "",
     ) -> None:
         self.pool = pool
         self.name = name
@@ -72,13 +81,32 @@ class Learner:
         self.peer_ids = PeerIds(tokenizer)
         """Publishes this tokenizer's digest; turns batches into what is trained on."""
         if name not in pool:
-            pool.add(
-                name, settings.lora, settings.optimizer, seed=derived_seed("lora", settings.seed)
-            )
+            # The owner's address in the seed: volunteers who keep the default training seed
+            # still start from different adapters, so no two publish the same adapter bytes.
+            seed = derived_seed("lora", settings.seed, owner)
+            pool.add(name, settings.lora, settings.optimizer, seed=seed)
 
     @property
     def model_name(self) -> str:
         return self.pool.base.name
+
+    @property
+    def lora(self) -> LoraSettings:
+        return self.settings.lora
+
+    @property
+    def base_digest(self) -> str:
+        """The base model's weights digest, ``"0x"`` + hex, as a batch names it (computed once
+        per pool: 0.5 s for SmolLM2-135M)."""
+        digest = _BASE_DIGESTS.get(self.pool)
+        if digest is None:
+            digest = "0x" + weights_digest(base_weights(self.pool.base.model)).hex()
+            _BASE_DIGESTS[self.pool] = digest
+        return digest
+
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        """A copy of the adapter's weights as they are now (what the next samples come from)."""
+        return self.pool.adapter_state(self.name)
 
     def generate(
         self, tasks: Sequence[TaskItem], group_size: int, *, seeds: CompletionSeeds

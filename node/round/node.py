@@ -39,6 +39,8 @@ from node.chain.reverts import (
 )
 from node.chain.rounds import round_seed
 from node.policy.grpo import ScoredGroup
+from node.provenance.peer_check import BatchProvenance, check_peer_groups
+from node.provenance.publish import release_adapter
 from node.rollouts.reasons import RejectReason
 from node.round.ballots import (
     agreement_reports,
@@ -60,13 +62,16 @@ from node.sampling.intake import intake_round
 from node.sampling.selection import VerifiedHistorySelection, select_external
 from node.sampling.verdicts import IntakeReport, PeerVerdict, VerifiedGroup
 from node.sampling.verify import RoundContext
+from node.storage import StoreError
 from node.tasks import build_messages
 
 log = logging.getLogger(__name__)
 
 
 # Verdicts that will not change if the batch is fetched again: judged, or not judgeable here.
-_FINAL_SKIPS = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET})
+_FINAL_SKIPS = frozenset(
+    {RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET, RejectReason.UNKNOWN_MODEL}
+)
 # Batches that did not arrive: the node connects to their publishers' stores again.
 _NOT_FETCHED = frozenset({RejectReason.FETCH_TIMEOUT, RejectReason.FETCH_FAILED})
 
@@ -142,6 +147,7 @@ class SwarmNode(Producer):
             tasks_per_round=tasks_per_round,
             group_size=group_size,
             tokens=self.learner.peer_ids,
+            bases=frozenset({self.learner.base_digest}),
         )
         self.exchange.reach(c.peer for c in commitments)
         intake = intake_round(
@@ -372,9 +378,12 @@ class SwarmNode(Producer):
         rng = random.Random(derived_seed("select", self.config.training.seed, self.address, round))
         own = self._own.get(round)
         local = pick_local(own, self.config.sampling.local_groups, rng) if own else []
-        external = select_external(
-            intake.groups, self.config.sampling.external_groups, rng, self.strategy
-        )
+        wanted = self.config.sampling.external_groups
+        if self.config.sampling.check_provenance:
+            ordered = select_external(intake.groups, 2 * wanted, rng, self.strategy)
+            external = self._sampled_as_named(ordered, wanted, intake, report)
+        else:
+            external = select_external(intake.groups, wanted, rng, self.strategy)
         groups = local + [self._peer_group(g) for g in external]
         report.local_groups, report.external_groups = len(local), len(external)
         report.external_from.update(g.peer for g in external)
@@ -391,6 +400,61 @@ class SwarmNode(Producer):
         report.record_step(metrics)
         self.trained_round = round
 
+    def _sampled_as_named(
+        self,
+        candidates: list[VerifiedGroup],
+        wanted: int,
+        intake: IntakeReport,
+        report: RoundReport,
+    ) -> list[VerifiedGroup]:
+        """Up to ``wanted`` of ``candidates`` (in their order), each recomputed under its
+        publisher's adapter and trimmed to the completions that passed; a batch that fails is
+        not trained on (docs/PROTOCOL.md, "Seeded sampler")."""
+        kept: list[VerifiedGroup] = []
+        outcomes: dict[tuple[int, str], BatchProvenance] = {}
+        for group in candidates:
+            if len(kept) == wanted:
+                break
+            key = (group.round, group.peer)
+            if key not in outcomes:
+                with report.timings.measure("provenance"):
+                    outcomes.update(self._check_batch_of(group, candidates, intake))
+                self._log_provenance(outcomes[key], report)
+            passed = outcomes[key].passed(group)
+            if passed is not None:
+                kept.append(passed)
+        return kept
+
+    def _check_batch_of(
+        self, group: VerifiedGroup, candidates: list[VerifiedGroup], intake: IntakeReport
+    ) -> dict[tuple[int, str], BatchProvenance]:
+        same = [g for g in candidates if (g.round, g.peer) == (group.round, group.peer)]
+        return check_peer_groups(
+            self.learner.pool,
+            self.learner.tokenizer,
+            self.exchange.store,
+            same,
+            {group.round: round_seed(self.genesis_seed, group.round)},
+            others=intake.groups,
+        )
+
+    def _log_provenance(self, outcome: BatchProvenance, report: RoundReport) -> None:
+        result = outcome.result
+        if outcome.reason is not None:
+            report.rejections[outcome.reason.value] += 1
+            log.warning(
+                "%s: not training on %s's round %d: %s: %s",
+                self.address,
+                outcome.peer,
+                outcome.round,
+                outcome.reason.value,
+                outcome.detail,
+            )
+        if result is not None:
+            report.provenance_checked += len(result.checked)
+            report.provenance_excluded += len(result.excluded)
+            report.record_margin(result.worst_margin)
+
     def _peer_group(self, group: VerifiedGroup) -> ScoredGroup:
         """A peer's verified group as trained on: its ids where they are this node's tokenizer's."""
         completions = self.learner.peer_ids.trained(group.completions, group.tokenizer)
@@ -406,6 +470,7 @@ class SwarmNode(Producer):
                 self.learner.save(self.state_dir, round, {"peer": self.address})
             state.last_round = round
             oldest = round - self.phases.judging_rounds
+            self._release_adapters(oldest)
             state.prune(oldest)
             self.exchange.forget_before(oldest)
             self._own = {
@@ -413,6 +478,20 @@ class SwarmNode(Producer):
             }
             save_state(self.state_dir, state)
         self._reports.pop(round, None)
+
+    def _release_adapters(self, oldest: int) -> None:
+        """Unpins the adapters of our batches before round ``oldest``: nobody judges them now.
+        A store error costs only the space (logged)."""
+        batches = self._state().batches
+        keep = [b.adapter for r, b in batches.items() if r >= oldest and b.adapter is not None]
+        for r, batch in sorted(batches.items()):
+            if r >= oldest or batch.adapter is None:
+                continue
+            try:
+                release_adapter(self.exchange.store, batch.adapter, keep=keep)
+            except StoreError as exc:
+                log.warning("%s: releasing the adapter of round %d: %s", self.address, r, exc)
+                return
 
 
 def _judged(verdict: PeerVerdict) -> Judged | None:

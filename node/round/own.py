@@ -25,6 +25,8 @@ class BatchToPublish:
     groups: int
     completions: int
     reward_sum: int
+    adapter: bytes | None = None
+    """The address of the adapter the batch names (None: the batch names none of ours)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ from node.chain.reverts import (
 )
 from node.chain.rounds import round_seed
 from node.learning_data import GeneratedGroup
-from node.provenance.seeds import batch_seeds
+from node.provenance.model_info import lora_shape
+from node.provenance.publish import publish_adapter
+from node.provenance.seeds import SAMPLER_ID, batch_seeds
 from node.rollouts import BatchBody, BatchRejected, decode_batch
 from node.rollouts.assemble import assemble_batch
 from node.rollouts.schema import ModelInfo
@@ -76,8 +78,31 @@ class Producer(NodeCore):
                 group_size,
             )
             generated = self.learner.generate(tasks, group_size, seeds=seeds)
+        with report.timings.measure("store"):
+            model = self.model_info(self._publish_adapter(round))
         with report.timings.measure("sign"):
-            return self.build_batch(round, tasks, generated)
+            return self.build_batch(round, tasks, generated, model)
+
+    def _publish_adapter(self, round: int) -> bytes:
+        """Stores and pins the adapter the round's samples came from; returns its address."""
+        state = self.learner.adapter_state()
+        return retry_store(
+            lambda: publish_adapter(self.exchange.store, state),
+            what=f"storing the adapter of round {round}",
+            policy=self.store_retry,
+        )
+
+    def model_info(self, adapter: bytes) -> ModelInfo:
+        """What a batch says of the model that sampled it, ``adapter`` being its address."""
+        learner = self.learner
+        return ModelInfo(
+            name=learner.model_name,
+            base=learner.base_digest,
+            adapter="0x" + adapter.hex(),
+            lora=lora_shape(learner.lora),
+            sampler=SAMPLER_ID,
+            tokenizer=learner.peer_ids.digest,
+        )
 
     def _build_and_store(self, round: int, report: RoundReport) -> OwnBatch:
         batch = self.generate_batch(round, report)
@@ -93,13 +118,18 @@ class Producer(NodeCore):
             groups=batch.groups,
             completions=batch.completions,
             reward_sum=batch.reward_sum,
+            adapter=batch.adapter,
         )
         self._state().batches[round] = record
         self._save_state(report)
         return record
 
     def build_batch(
-        self, round: int, tasks: Sequence[TaskItem], generated: Sequence[GeneratedGroup]
+        self,
+        round: int,
+        tasks: Sequence[TaskItem],
+        generated: Sequence[GeneratedGroup],
+        model: ModelInfo,
     ) -> BatchToPublish:
         """Scores, signs and encodes this node's batch (and remembers its samples for training)."""
         encoded = assemble_batch(
@@ -107,11 +137,7 @@ class Producer(NodeCore):
             domain=self.exchange.domain,
             round=round,
             preset=self.preset.name,
-            model=ModelInfo(
-                name=self.learner.model_name,
-                adapter_digest=None,
-                tokenizer=self.learner.peer_ids.digest,
-            ),
+            model=model,
             tasks=tasks,
             samples=[g.completions for g in generated],
             compress=self.config.storage.compress,
@@ -125,6 +151,7 @@ class Producer(NodeCore):
             encoded.groups,
             encoded.completions,
             encoded.reward_sum_milli,
+            bytes.fromhex(model.adapter[2:]),
         )
 
     def _adopt_published(self, round: int, digest: bytes, report: RoundReport) -> OwnBatch:

@@ -67,6 +67,11 @@ class RoundReport:
     revealed: int = 0  # verdicts revealed this round
     flagged: int = 0  # of them, flags
     settled: int = 0  # flagged batches settled by this node
+    #: Peer groups recomputed before training on them, their completions excluded, and the
+    #: worst margin seen (None: nothing recomputed), logged so the tolerances can be calibrated.
+    provenance_checked: int = 0
+    provenance_excluded: int = 0
+    worst_margin: float | None = None
     reported: int = 0  # agreements with upheld flags reported
     trained: bool = False
     loss: float | None = None
@@ -99,6 +104,9 @@ class RoundReport:
         self.peer_ess = metrics.peer_ess
         self.peer_groups_dropped = metrics.peer_groups_dropped
 
+    def record_margin(self, margin: float) -> None:
+        self.worst_margin = margin if self.worst_margin is None else min(self.worst_margin, margin)
+
     def line(self) -> str:
         """The progress line ``swarm run`` prints. Its reward is a mean per completion; the
         leaderboard shows sums (a batch's over its completions, a peer's over its batches)."""
@@ -114,6 +122,14 @@ class RoundReport:
             f"groups {self.local_groups} local + {self.external_groups} external, "
             f"peers verified {self.verified_peers}, rejected: {rejected}, "
             f"verdicts committed {self.committed}, revealed {self.revealed} "
-            f"(flags {self.flagged}), {trained}, "
+            f"(flags {self.flagged}), {self._provenance()}{trained}, "
             f"busy {self.timings.busy:.1f}s"
+        )
+
+    def _provenance(self) -> str:
+        if not self.provenance_checked:
+            return ""
+        return (
+            f"recomputed {self.provenance_checked} peer groups (excluded "
+            f"{self.provenance_excluded}, worst margin {self.worst_margin:+.1e}), "
         )

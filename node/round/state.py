@@ -48,6 +48,9 @@ class OwnBatch(_Model):
     completions: int
     reward_sum: int
     published: bool = False
+    adapter: Bytes32 | None = None
+    """The store address of the adapter the batch was sampled with (released once the batch
+    can no longer be judged)."""
 
 
 class ChainIdentity(_Model):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from node.chain.models import VerdictItem
 from node.rollouts.reasons import RejectReason
-from node.rollouts.schema import Completion
+from node.rollouts.schema import Completion, ModelInfo
 from node.tasks import TaskItem
 
 
@@ -19,15 +19,20 @@ def to_milli(reward: float) -> int:
 @dataclass(frozen=True)
 class VerifiedGroup:
     """A peer's group whose every claimed reward matched this node's own score: the completions
-    as the batch holds them, this node's scores, and the digest of the tokenizer the batch's
-    token ids belong to (None: the batch has none)."""
+    as the batch holds them, this node's scores, and the model the batch says sampled them
+    (None only in tests of selection, which never look at it)."""
 
     peer: str
     round: int
     task: TaskItem
     completions: tuple[Completion, ...]
     rewards: tuple[float, ...]
-    tokenizer: str | None = None
+    model: ModelInfo | None = None
+
+    @property
+    def tokenizer(self) -> str | None:
+        """The digest of the tokenizer the completions' token ids belong to."""
+        return None if self.model is None else self.model.tokenizer
 
     @property
     def texts(self) -> tuple[str, ...]:

@@ -8,7 +8,8 @@
 5. group, completion and reward-sum counts are the ones committed on-chain;
 6. the round's shape (``node.sampling.shape``): one group per task 0..n-1, in order, G
    completions each;
-7. the preset and generator are known here, the preset derives at least n tasks, and every task
+7. the batch's base model (weights digest), tokenizer and sampler are ones this node has (else
+   it could not recompute the samples: skipped); the preset and generator are known here, the preset derives at least n tasks, and every task
    is the one regenerated from the round seed for that peer (dataset, question and reference
    answer);
 8. every completion's token ids, at most the preset's limit, are a sampling of its text
@@ -16,7 +17,7 @@
 9. every claimed reward equals this node's own score (compared in milli-units, the on-chain unit).
 
 A failure at 2-8 is the peer's fault and is attested as a flag over everything it committed (except
-an unknown schema, preset or generator version: skipped, not judged); at 9 each
+an unknown schema, model, preset or generator version: skipped, not judged); at 9 each
 completion counts on its own, and groups with any mismatch are not kept. Nothing here raises
 for any input bytes: every outcome is a :class:`PeerVerdict`.
 """
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from node.chain.eip712 import Domain
 from node.chain.events import RolloutsPublished
 from node.chain.models import max_reward_milli
+from node.provenance.seeds import SAMPLER_ID
 from node.rollouts import BatchRejected, SignedBatch, decode_batch, recover_batch_signer
 from node.rollouts.limits import MAX_BATCH_BYTES
 from node.rollouts.reasons import RejectReason
@@ -46,14 +48,17 @@ TaskDeriver = Callable[[bytes, str, str], Sequence[TaskItem]]
 
 # A schema, preset or generator version this node does not know may be newer than this node, not
 # wrong: such a batch is skipped and counted, but neither flagged nor agreed with.
-_CANNOT_JUDGE = frozenset({RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET})
+_CANNOT_JUDGE = frozenset(
+    {RejectReason.UNKNOWN_SCHEMA, RejectReason.UNKNOWN_PRESET, RejectReason.UNKNOWN_MODEL}
+)
 
 
 @dataclass(frozen=True)
 class RoundContext:
     """What a verifier knows of the round independently of any peer: its seed, its rules of
     shape, n tasks per batch and G completions per task (ValueError outside the batch limits),
-    and this node's tokenizer, which counts and decodes the batches' token ids."""
+    this node's tokenizer, which counts and decodes the batches' token ids, and the weights
+    digests of the base models it holds (``"0x"`` + hex), the ones whose batches it judges."""
 
     domain: Domain
     round: int
@@ -61,6 +66,7 @@ class RoundContext:
     tasks_per_round: int
     group_size: int
     tokens: TokenCheck
+    bases: frozenset[str]
     max_batch_bytes: int = MAX_BATCH_BYTES
 
     def __post_init__(self) -> None:
@@ -88,6 +94,7 @@ def verify_batch(
         batch = decode_batch(data, max_size=context.max_batch_bytes)
         _check_signature(batch, commitment, context)
         _check_body(batch, commitment, context)
+        _check_model(batch, context)
         check_shape(batch.body, context.tasks_per_round, context.group_size)
         tasks = _expected_tasks(batch, commitment, context, derive)
         limit = get_preset(batch.body.tasks.preset).max_completion_tokens
@@ -133,6 +140,25 @@ def _check_body(batch: SignedBatch, commitment: RolloutsPublished, context: Roun
             RejectReason.COMMITMENT_MISMATCH,
             f"batch holds {len(body.groups)} groups, {completions} completions, reward sum "
             f"{reward_sum}; the chain says {committed[0]}, {committed[1]}, {committed[2]}",
+        )
+
+
+def _check_model(batch: SignedBatch, context: RoundContext) -> None:
+    model = batch.body.model
+    if model.sampler != SAMPLER_ID:
+        raise BatchRejected(
+            RejectReason.UNKNOWN_MODEL, f"sampler {model.sampler!r} is not {SAMPLER_ID!r}"
+        )
+    if model.base not in context.bases:
+        raise BatchRejected(
+            RejectReason.UNKNOWN_MODEL,
+            f"base model {model.name!r} ({model.base[:18]}...) is not one this node holds",
+        )
+    if model.tokenizer != context.tokens.digest:
+        raise BatchRejected(
+            RejectReason.UNKNOWN_MODEL,
+            f"tokenizer {model.tokenizer[:18]}... is not this node's: it cannot encode the "
+            "prompts as the sampler did",
         )
 
 
@@ -208,7 +234,7 @@ def _rescore(
                     task,
                     tuple(group.completions),
                     scores,
-                    batch.body.model.tokenizer,
+                    batch.body.model,
                 )
             )
     _check_bound(verified_milli, context)

@@ -18,20 +18,24 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import ballot_commitment, new_salt, sort_items
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import VerdictItem
-from node.rollouts import Group, ModelInfo, encode_batch, sign_batch
+from node.rollouts import Group, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext
 from node.storage import LocalStore
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 from tests.chain_fixtures import TEST_CONFIG, ChainControl
+from tests.rollouts.factories import model_info
 from tests.sampling.batches import TOKENS, stopped
 
 ETHER = 10**18
 NAMES = ("alice", "bob", "carol", "dave")
-MODEL = ModelInfo(
-    name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=TOKENS.digest
-)
+#: The shipped SmolLM2's weights digest (docs/PROTOCOL.md, "Adapter bytes"): ``swarm audit``
+#: loads the configured model, the shipped one, and judges the batches of its digest only.
+SHIPPED_BASE = "0xb0d59257446a509a01a87d2841247fd2cd9c2a8dea64edd7915f8530085bfaf9"
+MODEL = model_info(TOKENS.digest, base=SHIPPED_BASE, name="HuggingFaceTB/SmolLM2-135M-Instruct")
+#: The base models the verifier here holds: the one MODEL names.
+BASES = frozenset({SHIPPED_BASE})
 #: n and G of the rounds here: the test deployment's rules (what ``swarm audit`` checks).
 TASKS_PER_ROUND, GROUP_SIZE = TEST_CONFIG.tasks_per_round, TEST_CONFIG.group_size
 
@@ -125,6 +129,7 @@ def node_items(swarm: AuditSwarm, attester: str) -> list[VerdictItem]:
         tasks_per_round=TASKS_PER_ROUND,
         group_size=GROUP_SIZE,
         tokens=TOKENS,
+        bases=BASES,
     )
     report = intake_round(events, swarm.store, context, own_address=swarm.address(attester))
     return report.items()

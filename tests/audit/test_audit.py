@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from node.audit import AuditError, AuditSettings, audit_round
 from node.audit.command import EXIT_AGREE, EXIT_DISAGREE, EXIT_ERROR, audit
 from node.audit.receipt import canonical
-from tests.audit.rounds import TOKENS, agreeing, judge, node_items, publish_all, start
+from tests.audit.rounds import BASES, TOKENS, agreeing, judge, node_items, publish_all, start
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -90,6 +90,7 @@ def test_an_upheld_cheater_agrees_with_the_audit(swarm_round, chain, deployment,
         swarm_round.round,
         start_block=deployment.deployment_block,
         tokens=TOKENS,
+        bases=BASES,
     )
     assert result.agrees
     (batch,) = [b for b in result.batches if b.subject == carol]
@@ -155,6 +156,7 @@ def test_the_leaderboard_is_compared_too(swarm_round, chain, deployment, tmp_pat
             swarm_round.round,
             start_block=deployment.deployment_block,
             tokens=TOKENS,
+        bases=BASES,
             settings=settings,
         )
     finally:
@@ -169,6 +171,7 @@ def test_the_leaderboard_is_compared_too(swarm_round, chain, deployment, tmp_pat
             swarm_round.round,
             start_block=deployment.deployment_block,
             tokens=TOKENS,
+        bases=BASES,
             settings=settings,
         )
 

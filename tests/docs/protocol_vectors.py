@@ -29,13 +29,13 @@ from node.chain import committee, eip712
 from node.chain.abi import abi_sha256, load_abi
 from node.chain.models import VerdictItem, weighted_median_milli
 from node.chain.rounds import round_seed
-from node.learning_data import GeneratedCompletion, TextCompletion
-from node.provenance.seeds import completion_seed, uniforms
+from node.learning_data import GeneratedCompletion
+from node.provenance.seeds import SAMPLER_ID, completion_seed, uniforms
 from node.rollouts import canonical_json, limits
 from node.rollouts.assemble import EncodedBatch, assemble_batch
 from node.rollouts.codec import ZSTD_LEVEL, ZSTD_MAGIC
 from node.rollouts.reasons import RejectReason
-from node.rollouts.schema import ModelInfo
+from node.rollouts.schema import LoraShape, ModelInfo
 from node.rollouts.signing import body_hash
 from node.sampling.verdicts import to_milli
 from node.storage.cid import cid_from_digest
@@ -220,22 +220,23 @@ def build_batch(inputs: Inputs) -> EncodedBatch:
         domain=_domain(inputs),
         round=inputs["round"],
         preset=spec["preset"],
-        model=ModelInfo(name=spec["model"], adapter_digest=None, tokenizer=spec["tokenizer"]),
+        model=ModelInfo(
+            name=spec["model"],
+            base=spec["base"],
+            adapter=spec["adapter"],
+            lora=LoraShape(**spec["lora"]),
+            sampler=SAMPLER_ID,
+            tokenizer=spec["tokenizer"],
+        ),
         tasks=[tasks[i] for i in spec["task_indexes"]],
         samples=[[_sample(c) for c in group] for group in spec["completions"]],
     )
 
 
-def _sample(spec: dict[str, Any]) -> GeneratedCompletion | TextCompletion:
-    """A completion of the inputs: sampled ids and log-probs, or a text alone."""
-    if spec["token_ids"] is None:
-        return TextCompletion(spec["text"], spec["finish_reason"])
-    logprobs = spec["logprobs"]
+def _sample(spec: dict[str, Any]) -> GeneratedCompletion:
+    """A completion of the inputs: its text, sampled ids and their log-probs."""
     return GeneratedCompletion(
-        spec["text"],
-        tuple(spec["token_ids"]),
-        spec["finish_reason"],
-        None if logprobs is None else tuple(logprobs),
+        spec["text"], tuple(spec["token_ids"]), spec["finish_reason"], tuple(spec["logprobs"])
     )
 
 

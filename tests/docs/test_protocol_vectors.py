@@ -107,6 +107,7 @@ def test_the_documented_batch_decodes_and_passes_every_check(documented: dict[st
         tasks_per_round=summary["groups"],  # the vector's round has one task, G = 4
         group_size=summary["completions"] // summary["groups"],
         tokens=PeerIds(load_tokenizer()),  # the shipped tokenizer, whose digest the batch names
+        bases=frozenset({inputs["batch"]["base"]}),
     )
     verdict = verify_batch(data, commitment, context)
     assert verdict.accepted, verdict.detail

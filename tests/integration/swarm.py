@@ -42,13 +42,22 @@ from node.tasks import TaskItem, generator_id
 
 ETHER = 10**18
 
-#: What the test nodes set differently from a node's defaults (small and fast).
+#: What the test nodes set differently from a node's defaults (small and fast). The scenarios'
+#: nodes answer with :class:`AnsweringLearner`, which writes half of every group by hand (the
+#: tiny model never answers right): a forger by construction, whose groups a receiver that
+#: recomputes them never trains on. So these nodes do not recompute what they train on; the
+#: scenarios of tests/integration/test_provenance.py do.
 TEST_NODE = with_overrides(
     NodeConfig(),
     {
         "model": {"source": "tiny"},
         "tasks": {"tasks_per_round": 4},
-        "sampling": {"local_groups": 2, "external_groups": 3, "group_size": 4},
+        "sampling": {
+            "local_groups": 2,
+            "external_groups": 3,
+            "group_size": 4,
+            "check_provenance": False,
+        },
         "storage": {"fetch_timeout": 5.0, "fetch_budget": 10.0},
         "generation": {"max_new_tokens": 6},
     },
@@ -76,7 +85,7 @@ class AnsweringLearner(Learner):
         ]
 
     def _answer(self, text: str) -> GeneratedCompletion:
-        """A completion that wrote ``text`` and then its end-of-turn token; log-probs unknown.
+        """A completion that wrote ``text`` and then its end-of-turn token, log-probs 0.
         A tokenizer that cannot write it (the word-level one of the heterogeneous swarm) gives
         its encoding, which decodes to something else: only verifiers with another tokenizer,
         which cannot decode them, judge such a node's batches."""
@@ -84,25 +93,26 @@ class AnsweringLearner(Learner):
             return written_completion(self.tokenizer, text)
         except ValueError:
             ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            return GeneratedCompletion(text, ids + (end_of_turn_id(self.tokenizer),), "stop")
+            ids += (end_of_turn_id(self.tokenizer),)
+            return GeneratedCompletion(text, ids, "stop", (0.0,) * len(ids))
 
 
 class InflatingNode(SwarmNode):
     """Claims reward 1.0 for every completion, right or wrong (signed and committed as such)."""
 
     def build_batch(
-        self, round: int, tasks: Sequence[TaskItem], generated: Sequence[GeneratedGroup]
+        self,
+        round: int,
+        tasks: Sequence[TaskItem],
+        generated: Sequence[GeneratedGroup],
+        model: ModelInfo,
     ) -> BatchToPublish:
         body = BatchBody(
             chain_id=self.exchange.domain.chain_id,
             coordinator=self.exchange.domain.verifying_contract,
             round=round,
             peer=self.address,
-            model=ModelInfo(
-                name=self.learner.model_name,
-                adapter_digest=None,
-                tokenizer=self.learner.peer_ids.digest,
-            ),
+            model=model,
             tasks=TaskSource(preset=self.preset.name, generator=generator_id()),
             groups=[
                 Group(
@@ -115,7 +125,7 @@ class InflatingNode(SwarmNode):
                             reward=1.0,
                             finish_reason=c.finish_reason,
                             token_ids=list(c.token_ids),
-                            logprobs=None,
+                            logprobs=[0.0] * len(c.token_ids),
                         )
                         for c in group.completions
                     ],
@@ -129,11 +139,34 @@ class InflatingNode(SwarmNode):
         )
 
 
+class WithholdingNode(SwarmNode):
+    """Names an adapter it never stores (a forger hoping nobody can recompute its samples)."""
+
+    def _publish_adapter(self, round: int) -> bytes:
+        return hashlib.sha256(b"never stored" + round.to_bytes(8, "big")).digest()
+
+
+class CopyingNode(SwarmNode):
+    """Names the adapter ``friend`` published for the round (set ``friend`` after building):
+    another node's training passed off as its own."""
+
+    friend: SwarmNode
+
+    def _publish_adapter(self, round: int) -> bytes:
+        own = super()._publish_adapter(round)
+        record = self.friend.state.batches.get(round)
+        return record.adapter if record is not None and record.adapter else own
+
+
 class MalformedNode(SwarmNode):
     """Stores and commits bytes that are not a batch at all."""
 
     def build_batch(
-        self, round: int, tasks: Sequence[TaskItem], generated: Sequence[GeneratedGroup]
+        self,
+        round: int,
+        tasks: Sequence[TaskItem],
+        generated: Sequence[GeneratedGroup],
+        model: ModelInfo,
     ) -> BatchToPublish:
         data = b'{"body": "this is not a batch", "round": ' + str(round).encode() + b"}"
         return BatchToPublish(data, hashlib.sha256(data).digest(), 1, 1, 1000)
@@ -192,15 +225,22 @@ def make_node(
     state_dir: Path,
     name: str,
     node_class: type[SwarmNode] = SwarmNode,
+    learner_class: type[Learner] = AnsweringLearner,
     register: bool = True,
     seed: int = 0,
+    check_provenance: bool = False,
     store_retry: RetryPolicy = STORE_RETRY,
 ) -> SwarmNode:
     """A node of ``account`` over the shared ``pool`` (registered with 1 ETH unless told)."""
     if register:
         client.register(name, 1 * ETHER)
     config = with_overrides(
-        TEST_NODE, {"model": {"checkpoint_dir": state_dir}, "training": {"seed": seed}}
+        TEST_NODE,
+        {
+            "model": {"checkpoint_dir": state_dir},
+            "training": {"seed": seed},
+            "sampling": {"check_provenance": check_provenance},
+        },
     )
     return build_node(
         config,
@@ -208,7 +248,7 @@ def make_node(
         ChainExchange(client, deployment, store),
         pool=pool,
         name=name,
-        learner_class=AnsweringLearner,
+        learner_class=learner_class,
         node_class=node_class,
         store_retry=store_retry,
     )

@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from node.config import ConfigError, NodeConfig, with_overrides
 from node.learning_data import GeneratedGroup
+from node.policy.adapters import LoraSettings
 from node.rollouts import RejectReason, decode_batch
 from node.round.errors import BatchShapeError
 from node.round.inprocess import InProcessSwarm
 from node.round.node import SwarmNode
 from node.sampling.verdicts import IntakeReport
 from node.tasks import TaskItem
-from tests.rollouts.factories import OTHER, PEER
+from tests.rollouts.factories import BASE, OTHER, PEER
 from tests.sampling.batches import TOKENS, stopped
 
 ROUND = 3
@@ -30,6 +32,11 @@ class ScriptedLearner:
 
     model_name = "scripted"
     peer_ids = TOKENS
+    base_digest = BASE
+    lora = LoraSettings()
+
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        return {"scripted.weight": torch.zeros(2)}
 
     def generate(
         self, tasks: Sequence[TaskItem], group_size: int, *, seeds: object

@@ -35,8 +35,9 @@ from node.tasks import (  # noqa: E402
     derive_tasks,
     get_preset,
 )
-from node.rollouts import ModelInfo, SignedBatch, decode_batch  # noqa: E402
+from node.rollouts import SignedBatch, decode_batch  # noqa: E402
 from node.rollouts.assemble import assemble_batch  # noqa: E402
+from tests.rollouts.factories import model_info  # noqa: E402
 from tests.rollouts.factories import DOMAIN, PEER  # noqa: E402
 
 GROUP_SIZE = 4
@@ -77,8 +78,9 @@ def test_fresh_own_groups_are_trained_on_as_sampled(
     assert not metrics.skipped and metrics.num_sequences == GROUP_SIZE
 
 
-def publish(learner: Learner, round_tasks: list[TaskItem], *, with_ids: bool) -> SignedBatch:
-    """The node's batch of fresh samples, through the producer's path, as the store returns it."""
+def publish(learner: Learner, round_tasks: list[TaskItem], *, own_tokenizer: bool) -> SignedBatch:
+    """The node's batch of fresh samples, through the producer's path, as the store returns it
+    (naming the learner's tokenizer, or another one)."""
     generated = learner.generate(
         round_tasks, GROUP_SIZE, seeds=local_seeds(3, len(round_tasks), GROUP_SIZE)
     )
@@ -87,9 +89,7 @@ def publish(learner: Learner, round_tasks: list[TaskItem], *, with_ids: bool) ->
         domain=DOMAIN,
         round=7,
         preset=DEFAULT_PRESET_NAME,
-        model=ModelInfo(
-            name="tiny", adapter_digest=None, tokenizer=learner.peer_ids.digest if with_ids else None
-        ),
+        model=model_info(learner.peer_ids.digest if own_tokenizer else "0x" + "cd" * 32),
         tasks=round_tasks,
         samples=[g.completions for g in generated],
     )
@@ -98,7 +98,7 @@ def publish(learner: Learner, round_tasks: list[TaskItem], *, with_ids: bool) ->
 
 def test_own_groups_reloaded_from_the_store_are_trained_on_as_sampled(learner: Learner) -> None:
     round_tasks = tasks(2)
-    batch = publish(learner, round_tasks, with_ids=True)
+    batch = publish(learner, round_tasks, own_tokenizer=True)
 
     own = OwnRound.from_batch(batch, round_tasks, trained=learner.peer_ids.trained)
     groups = own.scored_groups()
@@ -112,11 +112,11 @@ def test_own_groups_reloaded_from_the_store_are_trained_on_as_sampled(learner: L
         assert list(group.rewards) == [c.reward for c in stored.completions]
 
 
-def test_own_groups_reloaded_without_ids_are_texts_with_their_finish_reasons(
+def test_own_groups_reloaded_under_another_tokenizer_are_texts_with_their_finish_reasons(
     learner: Learner,
 ) -> None:
     round_tasks = tasks(2)
-    batch = publish(learner, round_tasks, with_ids=False)
+    batch = publish(learner, round_tasks, own_tokenizer=False)
 
     own = OwnRound.from_batch(batch, round_tasks, trained=learner.peer_ids.trained)
 

@@ -16,8 +16,9 @@ from node.learning_data import GeneratedCompletion, TextCompletion  # noqa: E402
 from node.policy.generation import SamplingConfig, generate_from_ids  # noqa: E402
 from node.policy.model import encode_prompts, end_of_turn_id  # noqa: E402
 from node.policy.peer_ids import PeerIds, tokenizer_digest  # noqa: E402
-from node.rollouts import Completion, ModelInfo  # noqa: E402
+from node.rollouts import Completion  # noqa: E402
 from node.rollouts.assemble import batch_completion  # noqa: E402
+from tests.rollouts.factories import model_info  # noqa: E402
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset  # noqa: E402
 from tests.docs.protocol_vectors import PROTOCOL_PATH, read_vectors  # noqa: E402
 from tests.policy.test_trained_ids import word_level_tokenizer  # noqa: E402
@@ -26,14 +27,15 @@ PROMPT = [{"role": "user", "content": "What is 2 + 2?"}]
 
 
 def completion(
-    text: str, finish_reason: str, token_ids: list[int] | None, logprobs: list[float] | None = None
+    text: str, finish_reason: str, token_ids: list[int], logprobs: list[float] | None = None
 ) -> Completion:
+    """A batch's completion (log-probs 0 unless given)."""
     return Completion(
         text=text,
         reward=0.0,
         finish_reason=finish_reason,  # type: ignore[arg-type]
         token_ids=token_ids,
-        logprobs=logprobs,
+        logprobs=[0.0] * len(token_ids) if logprobs is None else logprobs,
     )
 
 
@@ -68,7 +70,7 @@ def test_the_digest_names_the_tokenizer(tokenizer: PreTrainedTokenizerBase) -> N
     assert digest.startswith("0x") and len(digest) == 66
     assert tokenizer_digest(copy.deepcopy(tokenizer)) == digest  # equal, another object
     assert tokenizer_digest(word_level_tokenizer()) != digest
-    ModelInfo(name="m", adapter_digest=None, tokenizer=digest)  # the batch's form
+    model_info(digest)  # the batch's form
 
 
 def test_published_samples_come_back_as_sampled(
@@ -80,7 +82,7 @@ def test_published_samples_come_back_as_sampled(
     (samples,) = generate_from_ids(
         chatty, tokenizer, [prompt], num_completions=6, sampling=sampling, seed=2
     )
-    published = [batch_completion(arithmetic_task, s, with_ids=True) for s in samples]
+    published = [batch_completion(arithmetic_task, s) for s in samples]
     trained = peer_ids.trained(published, peer_ids.digest)
     assert {s.finish_reason for s in samples} == {"stop", "length"}, "both kinds are exercised"
     for sample, got in zip(samples, trained, strict=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from eth_account import Account
 
 from node.chain.eip712 import Domain
+from node.rollouts.schema import LoraShape
 from node.rollouts import (
     BatchBody,
     Completion,
@@ -24,6 +25,23 @@ COORDINATOR = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 DOMAIN = Domain(chain_id=31337, verifying_contract=COORDINATOR, salt=bytes(range(32)))
 
 
+#: A base model's weights digest and an adapter address for batches no model recomputes.
+BASE = "0x" + "ba" * 32
+ADAPTER = "0x" + "ab" * 32
+
+
+def model_info(tokenizer: str = "0x" + "cd" * 32, *, base: str = BASE, name: str = "tiny") -> ModelInfo:
+    """A batch's model record: ``base`` and ``tokenizer``, the shipped LoRA shape, swarm.sample/1."""
+    return ModelInfo(
+        name=name,
+        base=base,
+        adapter=ADAPTER,
+        lora=LoraShape(rank=16, alpha=32, targets=["k_proj", "o_proj", "q_proj", "v_proj"]),
+        sampler="swarm.sample/1",
+        tokenizer=tokenizer,
+    )
+
+
 def make_body(
     *,
     groups: int = 2,
@@ -39,11 +57,7 @@ def make_body(
         coordinator=COORDINATOR,
         round=round,
         peer=peer,
-        model=ModelInfo(
-            name="HuggingFaceTB/SmolLM2-135M-Instruct",
-            adapter_digest="0x" + "ab" * 32,
-            tokenizer="0x" + "cd" * 32,
-        ),
+        model=model_info(name="HuggingFaceTB/SmolLM2-135M-Instruct"),
         tasks=TaskSource(preset="easy-arithmetic", generator="reasoning-gym==0.1.25"),
         groups=[
             Group(
@@ -56,10 +70,10 @@ def make_body(
 
 
 def make_completion(text: str, reward: float, j: int = 0) -> Completion:
-    """Even ``j``: stopped, with token ids and log-probs; odd ``j``: cut, text only."""
+    """Even ``j``: stopped; odd ``j``: cut at the length limit."""
     if j % 2:
         return Completion(
-            text=text, reward=reward, finish_reason="length", token_ids=None, logprobs=None
+            text=text, reward=reward, finish_reason="length", token_ids=[9, 8], logprobs=[-2.0, -0.125]
         )
     return Completion(
         text=text,

@@ -186,7 +186,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 
 
 @pytest.mark.parametrize(
-    "schema", ["swarm.rollouts/1", "swarm.rollouts/3", 1, None, ["swarm.rollouts/2"]]
+    "schema", ["swarm.rollouts/1", "swarm.rollouts/2", "swarm.rollouts/4", 1, None, ["swarm.rollouts/3"]]
 )
 def test_unknown_schema(schema: object) -> None:
     rejected(edited(lambda d: d["body"].update(schema=schema)), RejectReason.UNKNOWN_SCHEMA)

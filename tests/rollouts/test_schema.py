@@ -23,7 +23,7 @@ def error_types(excinfo: pytest.ExceptionInfo[ValidationError]) -> set[str]:
 
 def test_valid_body_properties() -> None:
     body = make_body(groups=3, group_size=5)
-    assert body.schema_ == "swarm.rollouts/2"
+    assert body.schema_ == "swarm.rollouts/3"
     assert (body.group_size, body.completion_count) == (5, 15)
     assert body.reward_sum_milli == 3 * (0 + 500 + 1000 + 0 + 500)
 
@@ -50,21 +50,10 @@ def test_models_are_frozen() -> None:
         {"schema": "swarm.rollouts/1"},
         {"groups": []},
         {"extra": 1},
-        {"model": {"name": "m", "adapter_digest": "0x" + "AB" * 32, "tokenizer": None}},
-        {"model": {"name": "m", "adapter_digest": "0x" + "ab" * 31, "tokenizer": None}},
-        {"model": {"name": "m", "tokenizer": None}},
-        {"model": {"name": "m", "adapter_digest": None}},
-        {"model": {"name": "m", "adapter_digest": None, "tokenizer": "0x" + "cd" * 31}},
-        # the factory's completions carry token ids: they need the tokenizer's digest
-        {"model": {"name": "m", "adapter_digest": None, "tokenizer": None}},
-        {"model": {"name": "", "adapter_digest": None, "tokenizer": None}},
-        {
-            "model": {
-                "name": "m" * (limits.MAX_MODEL_NAME_CHARS + 1),
-                "adapter_digest": None,
-                "tokenizer": None,
-            }
-        },
+        {"model": {"name": "m", "adapter_digest": None, "tokenizer": None}},  # the /2 record
+        {"model": None},
+        {"model": {**make_body().model.model_dump(), "name": ""}},
+        {"model": {**make_body().model.model_dump(), "name": "m" * (limits.MAX_MODEL_NAME_CHARS + 1)}},
         {"tasks": {"preset": "", "generator": "g"}},
         {"tasks": {"preset": "p" * (limits.MAX_PRESET_CHARS + 1), "generator": "g"}},
         {"tasks": {"preset": "p", "generator": "g" * (limits.MAX_GENERATOR_CHARS + 1)}},
@@ -113,12 +102,17 @@ def completion(**changes: object) -> dict:
         completion(token_ids=[2**32, 2]),
         completion(token_ids=[1.0, 2]),
         completion(token_ids=[True, 2]),
-        completion(token_ids=[1] * (limits.MAX_COMPLETION_TOKENS + 1), logprobs=None),
+        completion(
+            token_ids=[1] * (limits.MAX_COMPLETION_TOKENS + 1),
+            logprobs=[0.0] * (limits.MAX_COMPLETION_TOKENS + 1),
+        ),
         completion(logprobs=[-0.5]),  # one per token id
         completion(logprobs=[-0.5, 0.1]),  # a log-prob is at most 0
         completion(logprobs=[-0.5, float("-inf")]),
         completion(logprobs=[-0.5, float("nan")]),
         completion(token_ids=None),  # log-probs without ids
+        completion(logprobs=None),  # ids without log-probs
+        completion(token_ids=None, logprobs=None),  # since /3 both are required
     ],
 )
 def test_completion_rejects(fields: dict) -> None:
@@ -131,8 +125,6 @@ def test_completion_rejects(fields: dict) -> None:
     [
         completion(),
         completion(finish_reason="length"),
-        completion(logprobs=None),
-        completion(token_ids=None, logprobs=None),
         completion(token_ids=[limits.MAX_TOKEN_ID, 0]),
     ],
 )
@@ -220,7 +212,44 @@ def test_signature_form(signature: object) -> None:
         SignedBatch(body=make_body(), signature=signature)  # type: ignore[arg-type]
 
 
-def test_adapter_and_tokenizer_digests_may_be_null() -> None:
-    info = ModelInfo(name="m", adapter_digest=None, tokenizer=None)
-    assert (info.adapter_digest, info.tokenizer) == (None, None)
-    assert make_batch().body.model.adapter_digest == "0x" + "ab" * 32
+def model_fields(**changes: object) -> dict:
+    fields = make_body().model.model_dump()
+    fields.update(changes)
+    return fields
+
+
+def test_the_model_record_names_base_adapter_shape_sampler_and_tokenizer() -> None:
+    info = ModelInfo.model_validate(model_fields(), strict=True)
+    assert info.lora.rank == 16 and info.sampler == "swarm.sample/1"
+
+
+LORA = {"rank": 16, "alpha": 32, "targets": ["q_proj", "v_proj"]}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"base": None},
+        {"adapter": None},
+        {"tokenizer": None},
+        {"adapter": "0x" + "AB" * 32},
+        {"base": "0x" + "ab" * 31},
+        {"sampler": ""},
+        {"sampler": "s" * (limits.MAX_SAMPLER_CHARS + 1)},
+        {"lora": None},
+        {"lora": {**LORA, "rank": 0}},
+        {"lora": {**LORA, "rank": limits.MAX_LORA_RANK + 1}},
+        {"lora": {**LORA, "alpha": 0}},
+        {"lora": {**LORA, "alpha": 32.0}},
+        {"lora": {**LORA, "targets": []}},
+        {"lora": {**LORA, "targets": ["v_proj", "q_proj"]}},  # not sorted
+        {"lora": {**LORA, "targets": ["q_proj", "q_proj"]}},  # repeated
+        {"lora": {**LORA, "targets": ["q.proj"]}},
+        {"lora": {**LORA, "targets": [f"m{i:02d}" for i in range(limits.MAX_LORA_TARGETS + 1)]}},
+        {"lora": {**LORA, "dropout": 0.1}},
+        {"adapter_digest": None},  # the /2 field
+    ],
+)
+def test_model_record_rejects(changes: dict) -> None:
+    with pytest.raises(ValidationError):
+        ModelInfo.model_validate(model_fields(**changes), strict=True)

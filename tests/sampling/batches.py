@@ -10,9 +10,9 @@ from node.chain.events import RolloutsPublished
 from node.learning_data import GeneratedCompletion
 from node.policy.model import load_tokenizer
 from node.policy.peer_ids import PeerIds, written_completion
+from tests.rollouts.factories import BASE, model_info
 from node.rollouts import (
     Group,
-    ModelInfo,
     RejectReason,
     SignedBatch,
     batch_digest,
@@ -29,9 +29,9 @@ from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset
 ROUND = 5
 #: The verifier's tokenizer (the shipped one): it counts and decodes the batches' token ids.
 TOKENS = PeerIds(load_tokenizer())
-MODEL = ModelInfo(
-    name="HuggingFaceTB/SmolLM2-135M-Instruct", adapter_digest=None, tokenizer=TOKENS.digest
-)
+MODEL = model_info(TOKENS.digest, name="HuggingFaceTB/SmolLM2-135M-Instruct")
+#: The base models the verifier here holds: the one MODEL names.
+BASES = frozenset({BASE})
 #: The round's rules of shape here: every task of the default preset (n), G completions each.
 TASKS_PER_ROUND = get_preset(DEFAULT_PRESET_NAME).tasks_per_round
 GROUP_SIZE = 4
@@ -64,6 +64,12 @@ def mixed_texts(task: TaskItem, group_size: int = GROUP_SIZE) -> list[str]:
 def stopped(texts: list[str]) -> list[GeneratedCompletion]:
     """Completions that wrote ``texts`` and then a stop token (their ids, log-probs unknown)."""
     return [written_completion(TOKENS.tokenizer, text) for text in texts]
+
+
+def _one_token(text: str) -> GeneratedCompletion:
+    """A completion that claims to be one token (all its ids would take the batch past the
+    4 MiB a verifier reads)."""
+    return GeneratedCompletion(text, (TOKENS.tokenizer.eos_token_id,), "stop", (0.0,))
 
 
 def honest_batch(
@@ -139,11 +145,7 @@ def oversized_batch(
     tasks = tasks_for(account.address, round)
     text = "x" * 8000 + " <answer>{}</answer>"
     groups = [
-        score_group(  # no ids: they would take it past the 4 MiB a verifier reads
-            task,
-            stopped([text.format(task.answer)] * MAX_COMPLETIONS_PER_GROUP),
-            with_ids=False,
-        )
+        score_group(task, [_one_token(text.format(task.answer))] * MAX_COMPLETIONS_PER_GROUP)
         for task in tasks
     ]
     honest = honest_batch(account, domain, round).batch

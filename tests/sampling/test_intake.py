@@ -21,6 +21,7 @@ from node.sampling.verify import RoundContext, verify_batch
 from node.storage import ContentStore, KuboStore, LocalStore
 from tests.rollouts.factories import COORDINATOR, DOMAIN, OTHER, PEER
 from tests.sampling.batches import (
+    BASES,
     GROUP_SIZE,
     ROUND,
     TASKS_PER_ROUND,
@@ -43,6 +44,7 @@ CONTEXT = RoundContext(
     tasks_per_round=TASKS_PER_ROUND,
     group_size=GROUP_SIZE,
     tokens=TOKENS,
+    bases=BASES,
 )
 
 
@@ -178,7 +180,8 @@ def test_a_strict_batch_pays_only_clean_stops(store: LocalStore, forge) -> None:
     completions = list(first.completions)
     forged = completions[right].model_copy(update=forge(completions[right]))
     written = written_completion(TOKENS.tokenizer, forged.text, forged.finish_reason)
-    completions[right] = forged.model_copy(update={"token_ids": list(written.token_ids)})
+    ids = {"token_ids": list(written.token_ids), "logprobs": list(written.logprobs)}
+    completions[right] = forged.model_copy(update=ids)
     groups[0] = Group(task=first.task, completions=completions)
     data, commitment = republished(encoded.batch, groups, PEER, DOMAIN)
     verdict = _verdict_for(data, commitment, store)
@@ -215,6 +218,27 @@ def test_unknown_preset_is_rejected_with_reason(store: LocalStore) -> None:
     assert verdict.reason is RejectReason.UNKNOWN_PRESET
     assert "made-up" in verdict.detail
     assert verdict.item() is None  # maybe newer than this node: skipped, not flagged
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        pytest.param({"base": "0x" + "0f" * 32}, "base model", id="a base this node lacks"),
+        pytest.param({"sampler": "swarm.sample/2"}, "sampler", id="another sampler"),
+    ],
+)
+def test_a_model_this_node_cannot_recompute_is_skipped(
+    store: LocalStore, change: dict, named: str
+) -> None:
+    """Not provably wrong (a model or sampler this node does not have), so not flagged; and a
+    skipped batch earns nothing, so naming one nobody has buys a forger nothing either."""
+    encoded = honest_batch(PEER, DOMAIN)
+    body = encoded.batch.body
+    model = body.model.model_copy(update=change)
+    data = encode_batch(sign_batch(body.model_copy(update={"model": model}), PEER, DOMAIN))
+    verdict = _verdict_for(data, commitment_for(data, encoded.batch, peer=PEER.address), store)
+    assert verdict.reason is RejectReason.UNKNOWN_MODEL and named in verdict.detail
+    assert verdict.item() is None and verdict.groups == ()
 
 
 def test_garbage_behind_a_commitment_is_flagged_not_raised(store: LocalStore) -> None:

@@ -21,6 +21,7 @@ from node.sampling.verify import RoundContext, derive_for_preset, verify_batch
 from node.tasks import TaskItem
 from tests.rollouts.factories import DOMAIN, PEER
 from tests.sampling.batches import (
+    BASES,
     assert_flagged,
     ROUND,
     TASKS_PER_ROUND,
@@ -35,7 +36,8 @@ from tests.sampling.batches import (
 
 G = 8
 CONTEXT = RoundContext(
-    DOMAIN, ROUND, round_seed(ROUND), tasks_per_round=TASKS_PER_ROUND, group_size=G, tokens=TOKENS
+    DOMAIN, ROUND, round_seed(ROUND), tasks_per_round=TASKS_PER_ROUND, group_size=G, tokens=TOKENS,
+    bases=BASES,
 )
 HONEST = honest_batch(PEER, DOMAIN, group_size=G)
 TASKS = tasks_for(PEER.address)
@@ -150,6 +152,7 @@ def test_a_round_context_refuses_rules_no_batch_can_meet(rules: tuple[int, int])
             tasks_per_round=rules[0],
             group_size=rules[1],
             tokens=TOKENS,
+            bases=BASES,
         )
 
 

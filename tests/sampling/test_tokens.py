@@ -2,10 +2,9 @@
 most the preset's limit, and they are the verifier's tokenizer's sampling of its text.
 
 The attack it stops: a batch whose texts no model under the limit could have written (a long
-chain of thinking before the answer), with short or missing ids, or none at all. Each case below
-is flagged over everything it committed with its own reason; a batch of a tokenizer the verifier
-does not have is judged by its ids' count and its texts' length; the honest batch, with the ids a
-sampler wrote, still passes.
+chain of thinking before the answer), with short ids. Each case below is flagged over everything
+it committed with its own reason; a batch of a tokenizer the verifier does not have is skipped;
+the honest batch, with the ids a sampler wrote, still passes.
 """
 
 from __future__ import annotations
@@ -15,14 +14,14 @@ from collections.abc import Callable
 import pytest
 
 from node.chain.events import RolloutsPublished
-from node.rollouts import Completion, Group, encode_batch, sign_batch
+from node.rollouts import Completion, Group, RejectReason, encode_batch, sign_batch
 from node.rollouts.assemble import score_group
-from node.rollouts.limits import MAX_CHARS_PER_TOKEN
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext, verify_batch
 from node.tasks import get_preset
 from tests.rollouts.factories import DOMAIN, PEER
 from tests.sampling.batches import (
+    BASES,
     assert_flagged,
     DEFAULT_PRESET_NAME,
     GROUP_SIZE,
@@ -44,6 +43,7 @@ CONTEXT = RoundContext(
     tasks_per_round=TASKS_PER_ROUND,
     group_size=GROUP_SIZE,
     tokens=TOKENS,
+    bases=BASES,
 )
 HONEST = honest_batch(PEER, DOMAIN)
 LIMIT = get_preset(DEFAULT_PRESET_NAME).max_completion_tokens
@@ -53,7 +53,9 @@ EOS = TOKENS.tokenizer.eos_token_id
 def _first_completion_changed(change: Callable[[Completion], dict]) -> list[Group]:
     groups = list(HONEST.batch.body.groups)
     first = groups[0].completions[0]
-    completions = [first.model_copy(update=change(first)), *groups[0].completions[1:]]
+    changed = first.model_copy(update=change(first))
+    changed = changed.model_copy(update={"logprobs": [0.0] * len(changed.token_ids)})
+    completions = [changed, *groups[0].completions[1:]]
     groups[0] = Group(task=groups[0].task, completions=completions)
     return groups
 
@@ -93,7 +95,6 @@ def test_a_long_answer_within_the_limit_passes_and_one_token_more_is_flagged() -
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        pytest.param(lambda c: {"token_ids": None}, "missing_token_ids", id="no ids"),
         pytest.param(
             lambda c: {"text": "thinking " * 800 + c.text},
             "token_mismatch",
@@ -124,50 +125,13 @@ def test_ids_that_are_not_a_sampling_of_the_text_are_flagged(
     assert_flagged(verdict, commitment, reason)
 
 
-def _with_tokenizer(tokenizer: str | None) -> tuple[PeerVerdict, RolloutsPublished]:
-    """The honest batch naming ``tokenizer``; with none, its texts alone (the schema has no ids
-    without a tokenizer), as the protocol v2 batches were."""
-    groups = list(HONEST.batch.body.groups)
-    if tokenizer is None:
-        no_ids = {"token_ids": None, "logprobs": None}
-        groups = [
-            Group(task=g.task, completions=[c.model_copy(update=no_ids) for c in g.completions])
-            for g in groups
-        ]
-    return _signed(tokenizer, groups)
-
-
-def _signed(tokenizer: str | None, groups: list[Group]) -> tuple[PeerVerdict, RolloutsPublished]:
+def test_a_batch_of_another_tokenizer_is_skipped_not_judged() -> None:
+    """The recompute encodes the prompt with the batch's tokenizer, so a verifier with another
+    one cannot check the samples: it skips the batch (no flag, no credit), whatever its texts."""
     body = HONEST.batch.body
-    model = body.model.model_copy(update={"tokenizer": tokenizer})
-    signed = sign_batch(body.model_copy(update={"model": model, "groups": groups}), PEER, DOMAIN)
+    model = body.model.model_copy(update={"tokenizer": "0x" + "ab" * 32})
+    signed = sign_batch(body.model_copy(update={"model": model}), PEER, DOMAIN)
     data = encode_batch(signed)
-    commitment = commitment_for(data, signed, peer=PEER.address)
-    return verify_batch(data, commitment, CONTEXT), commitment
-
-
-def test_a_batch_naming_no_tokenizer_is_flagged() -> None:
-    verdict, commitment = _with_tokenizer(None)
-    assert_flagged(verdict, commitment, "missing_token_ids")
-
-
-def test_another_tokenizer_s_batch_is_judged_by_its_ids_count_and_its_text_s_length() -> None:
-    """A verifier cannot decode a foreign tokenizer's ids: it checks their count and holds the
-    text to MAX_CHARS_PER_TOKEN characters per token of the limit (heterogeneous swarms judge
-    each other; a made-up digest escapes the exact check, not the bound)."""
-    verdict, _ = _with_tokenizer("0x" + "ab" * 32)
-    assert verdict.accepted, verdict.detail  # ids unknown here, texts short: judged, accepted
-
-    foreign = "0x" + "ab" * 32
-    longest = "x" * (LIMIT * MAX_CHARS_PER_TOKEN - 20) + " <answer>1</answer>"
-    for text, accepted in ((longest[1:], True), (longest + "  ", False)):
-        group = HONEST.batch.body.groups[0]
-        completion = group.completions[0].model_copy(update={"text": text, "reward": 0.0})
-        groups = [Group(task=group.task, completions=[completion, *group.completions[1:]])]
-        groups += HONEST.batch.body.groups[1:]
-        verdict, commitment = _signed(foreign, groups)
-        if accepted:
-            assert verdict.accepted, verdict.detail
-        else:
-            assert_flagged(verdict, commitment, "too_many_tokens")
-            assert "characters" in verdict.detail
+    verdict = verify_batch(data, commitment_for(data, signed, peer=PEER.address), CONTEXT)
+    assert verdict.reason is RejectReason.UNKNOWN_MODEL and verdict.item() is None
+    assert "tokenizer" in verdict.detail and verdict.groups == ()

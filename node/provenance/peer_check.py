@@ -1,0 +1,185 @@
+"""A receiver's provenance check of the peer groups it is about to train on.
+
+Every group a node trains on from a peer is recomputed first (docs/PROTOCOL.md, "Seeded
+sampler"): the peer's adapter is fetched by the address its batch names, loaded into a scratch
+adapter over this node's base model, and the group's completions are teacher-forced with their
+public seeds. The node then trains only on the completions that passed:
+
+- a completion below the soft tolerance is dropped (no float drift explains it);
+- a batch with a completion below the hard tolerance is not trained on at all;
+- a batch whose adapter cannot be fetched (``adapter_missing``) or is not an adapter of the shape
+  it names (``adapter_mismatch``), or names the adapter another publisher named in that round or
+  the one before (``adapter_mismatch``: a copied adapter), is not trained on either.
+
+J groups a round cost J recomputes (about a second each for G = 8 on two cores) and the fetch of
+at most J adapters. Nothing here raises for a peer's data: every outcome is a
+:class:`BatchProvenance`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from node.policy.adapters import AdapterPool
+from node.policy.model import encode_prompts
+from node.provenance.adapter import AdapterFormatError
+from node.provenance.check import GroupToCheck, ProvenanceResult, check_groups
+from node.provenance.model_info import lora_settings
+from node.provenance.publish import fetch_adapter
+from node.provenance.seeds import completion_seed
+from node.rollouts.reasons import RejectReason
+from node.sampling.verdicts import VerifiedGroup
+from node.storage import ContentStore
+from node.storage.errors import BadManifest, StoreError
+from node.tasks import build_messages
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchProvenance:
+    """What the recompute of one batch's groups found. ``reason`` is None when it was checked
+    and not flagged (``result`` then says which completions are excluded)."""
+
+    peer: str
+    round: int
+    reason: RejectReason | None
+    detail: str = ""
+    result: ProvenanceResult | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Whether any of the batch's groups may be trained on."""
+        return self.reason is None and self.result is not None and not self.result.flagged
+
+    def passed(self, group: VerifiedGroup) -> VerifiedGroup | None:
+        """``group`` without its excluded completions; None when nothing usable is left (the
+        batch failed, or fewer than two completions or no reward signal remain)."""
+        if not self.usable or self.result is None:
+            return None
+        index = group.task.index
+        keep = [
+            i for i in range(len(group.completions)) if (index, i) not in self.result.excluded
+        ]
+        if len(keep) == len(group.completions):
+            return group
+        trimmed = VerifiedGroup(
+            group.peer,
+            group.round,
+            group.task,
+            tuple(group.completions[i] for i in keep),
+            tuple(group.rewards[i] for i in keep),
+            group.model,
+        )
+        return trimmed if len(keep) >= 2 and trimmed.has_advantage else None
+
+
+def copied_adapters(groups: Sequence[VerifiedGroup]) -> set[tuple[int, str]]:
+    """The (round, peer) batches among ``groups``' whose adapter another publisher named in the
+    same round or the one before: the later of two rounds copied it; of one round, a receiver
+    cannot tell which one did, and trains on neither."""
+    named: dict[str, set[tuple[int, str]]] = {}
+    for group in groups:
+        if group.model is not None:
+            named.setdefault(group.model.adapter, set()).add((group.round, group.peer))
+    copied = set()
+    for batches in named.values():
+        for round, peer in batches:
+            if any(p != peer and round - 1 <= r <= round for r, p in batches):
+                copied.add((round, peer))
+    return copied
+
+
+def check_batch(
+    pool: AdapterPool,
+    tokenizer: PreTrainedTokenizerBase,
+    store: ContentStore,
+    groups: Sequence[VerifiedGroup],
+    round_seed: bytes,
+) -> BatchProvenance:
+    """Recomputes ``groups`` (all of one batch) under the adapter their batch names."""
+    first = groups[0]
+    peer, round, model = first.peer, first.round, first.model
+    if model is None:
+        raise ValueError("groups without their batch's model record cannot be recomputed")
+    try:
+        state = fetch_adapter(store, bytes.fromhex(model.adapter[2:]))
+    except (BadManifest, AdapterFormatError) as exc:
+        return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+    except StoreError as exc:
+        return BatchProvenance(peer, round, RejectReason.ADAPTER_MISSING, str(exc)[:200])
+    try:
+        with pool.borrowed(lora_settings(model.lora), state) as policy:
+            to_check = {g.task.index: _to_check(g, tokenizer, round_seed) for g in groups}
+            result = check_groups(policy, to_check, pad_id=_pad_id(tokenizer))
+    except ValueError as exc:  # the weights do not fit the declared shape over this base
+        return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+    if result.flagged:
+        evidence = result.evidence
+        return BatchProvenance(
+            peer, round, RejectReason.PROVENANCE, f"not sampled from its adapter: {evidence}", result
+        )
+    return BatchProvenance(peer, round, None, result=result)
+
+
+def check_peer_groups(
+    pool: AdapterPool,
+    tokenizer: PreTrainedTokenizerBase,
+    store: ContentStore,
+    groups: Sequence[VerifiedGroup],
+    round_seeds: Mapping[int, bytes],
+    *,
+    others: Sequence[VerifiedGroup] = (),
+) -> dict[tuple[int, str], BatchProvenance]:
+    """Each batch of ``groups`` checked (by (round, peer)); ``others``: the groups of every
+    batch this node verified, whose adapters a copy is looked for among."""
+    copied = copied_adapters([*groups, *others])
+    by_batch: dict[tuple[int, str], list[VerifiedGroup]] = {}
+    for group in groups:
+        by_batch.setdefault((group.round, group.peer), []).append(group)
+    outcomes = {}
+    for (round, peer), batch in by_batch.items():
+        if (round, peer) in copied:
+            outcome = BatchProvenance(
+                peer, round, RejectReason.ADAPTER_MISMATCH, "another publisher named its adapter"
+            )
+        else:
+            outcome = _checked(pool, tokenizer, store, batch, round_seeds[round])
+        outcomes[(round, peer)] = outcome
+    return outcomes
+
+
+def _checked(
+    pool: AdapterPool,
+    tokenizer: PreTrainedTokenizerBase,
+    store: ContentStore,
+    groups: Sequence[VerifiedGroup],
+    round_seed: bytes,
+) -> BatchProvenance:
+    try:
+        return check_batch(pool, tokenizer, store, groups, round_seed)
+    except Exception as exc:  # a bug here must not cost the round, nor be the peer's fault
+        log.exception("provenance check of %s's round %d failed", groups[0].peer, groups[0].round)
+        return BatchProvenance(
+            groups[0].peer, groups[0].round, RejectReason.VERIFIER_ERROR, repr(exc)[:200]
+        )
+
+
+def _to_check(
+    group: VerifiedGroup, tokenizer: PreTrainedTokenizerBase, round_seed: bytes
+) -> GroupToCheck:
+    (prompt,) = encode_prompts(tokenizer, [build_messages(group.task)])
+    seeds = [
+        completion_seed(round_seed, group.peer, group.task.index, g)
+        for g in range(len(group.completions))
+    ]
+    return GroupToCheck(prompt, [c.token_ids for c in group.completions], seeds)
+
+
+def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    pad = tokenizer.pad_token_id
+    return int(pad) if pad is not None else 0

@@ -1,0 +1,86 @@
+"""Provenance on a real chain and a real local store: a receiver recomputes every peer group it
+would train on under the adapter the peer's batch names, and trains on none that its sampler did
+not pick (docs/PROTOCOL.md, "Seeded sampler").
+
+The receiver samples honestly (a plain Learner over the tiny model); each forger is an
+AnsweringLearner, which writes the reference answer into every other completion, so its groups
+have a reward signal and would be trained on. The same forger is trained on by a receiver that
+does not recompute: the check, not the setup, keeps it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from eth_account.signers.local import LocalAccount
+
+from node.round.learner import Learner
+from node.round.lockstep import run_lockstep
+from node.round.node import SwarmNode
+from tests.chain_fixtures import ChainControl
+from tests.integration.swarm import CopyingNode, WithholdingNode
+
+pytestmark = pytest.mark.integration
+
+
+def _start(chain: ChainControl) -> None:
+    chain.warp_to_round(chain.current_round() + 1)
+
+
+def _receiver(make: Callable[..., SwarmNode], account: LocalAccount, *, check: bool) -> SwarmNode:
+    return make(account, "receiver", learner_class=Learner, check_provenance=check)
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["recomputing", "trusting"])
+def test_hand_written_answers_are_never_trained_on_by_a_receiver_that_recomputes(
+    chain: ChainControl,
+    dev_accounts: list[LocalAccount],
+    node_factory: Callable[..., SwarmNode],
+    check: bool,
+) -> None:
+    receiver = _receiver(node_factory, dev_accounts[1], check=check)
+    forger = node_factory(dev_accounts[2], "forger")
+    _start(chain)
+    reports = [r for r in run_lockstep([receiver, forger], 2, chain.warp_to_round) if r.peer == receiver.address]
+
+    for report in reports:
+        assert report.verified_peers == 1  # the forger's rewards are right: intake accepts it
+        if check:
+            assert report.rejections == {"provenance": 1}
+            assert report.external_groups == 0 and forger.address not in report.external_from
+            assert report.provenance_checked >= 1
+        else:
+            assert not report.rejections and report.external_from[forger.address] > 0
+
+
+def test_a_withheld_adapter_keeps_a_batch_out_of_training(
+    chain: ChainControl, dev_accounts: list[LocalAccount], node_factory: Callable[..., SwarmNode]
+) -> None:
+    receiver = _receiver(node_factory, dev_accounts[1], check=True)
+    forger = node_factory(dev_accounts[2], "withholder", node_class=WithholdingNode)
+    _start(chain)
+    reports = [r for r in run_lockstep([receiver, forger], 2, chain.warp_to_round) if r.peer == receiver.address]
+
+    for report in reports:
+        assert report.rejections == {"adapter_missing": 1}
+        assert report.external_groups == 0 and report.provenance_checked == 0
+
+
+def test_a_copied_adapter_keeps_a_batch_out_of_training(
+    chain: ChainControl, dev_accounts: list[LocalAccount], node_factory: Callable[..., SwarmNode]
+) -> None:
+    receiver = _receiver(node_factory, dev_accounts[1], check=True)
+    original = node_factory(dev_accounts[2], "original")
+    copier = node_factory(dev_accounts[3], "copier", node_class=CopyingNode)
+    copier.friend = original
+    _start(chain)
+    reports = run_lockstep([receiver, original, copier], 2, chain.warp_to_round)
+
+    assert original.state.batches  # the copier named the very adapter the original published
+    for round, record in copier.state.batches.items():
+        assert record.adapter == original.state.batches[round].adapter
+    for report in (r for r in reports if r.peer == receiver.address):
+        # one round, one adapter: the receiver cannot tell the copy, and trains on neither
+        assert report.rejections == {"adapter_mismatch": 2}
+        assert report.external_groups == 0

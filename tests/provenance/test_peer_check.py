@@ -1,0 +1,257 @@
+"""A receiver's recompute of the peer groups it would train on (node.provenance.peer_check).
+
+A publisher (a real Learner over the tiny model) samples with the protocol's seeds and stores its
+adapter in a real local store; a receiver with its own pool over the same base recomputes the
+groups. Honest groups pass whole; each forgery fails with its reason, and then nothing of its
+batch is trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+import torch  # noqa: E402
+
+from node.learning_data import GeneratedGroup  # noqa: E402
+from node.policy.adapters import AdapterPool, LoraSettings  # noqa: E402
+from node.policy.generation import SamplingConfig  # noqa: E402
+from node.policy.grpo import GRPOConfig  # noqa: E402
+from node.policy.model import BaseModel  # noqa: E402
+from node.policy.peer_ids import written_completion  # noqa: E402
+from node.provenance.check import ProvenanceResult  # noqa: E402
+from node.provenance.model_info import lora_shape  # noqa: E402
+from node.provenance.peer_check import (  # noqa: E402
+    BatchProvenance,
+    check_peer_groups,
+    copied_adapters,
+)
+from node.provenance.publish import publish_adapter  # noqa: E402
+from node.provenance.seeds import SAMPLER_ID, batch_seeds  # noqa: E402
+from node.rollouts import RejectReason  # noqa: E402
+from node.rollouts.assemble import batch_completion  # noqa: E402
+from node.rollouts.schema import ModelInfo  # noqa: E402
+from node.round.learner import Learner, LearnerSettings  # noqa: E402
+from node.sampling.verdicts import VerifiedGroup  # noqa: E402
+from node.storage import LocalStore  # noqa: E402
+from node.storage.chunked import put_chunked  # noqa: E402
+from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset  # noqa: E402
+from tests.provenance.helpers import peaked_tiny_model  # noqa: E402
+from tests.rollouts.factories import OTHER, PEER  # noqa: E402
+
+ROUND = 4
+ROUND_SEED = bytes([9]) * 32
+G = 4
+SETTINGS = LearnerSettings(
+    sampling=SamplingConfig(max_new_tokens=8), grpo=GRPOConfig(max_completion_tokens=8)
+)
+
+
+def _pool(tokenizer) -> AdapterPool:  # type: ignore[no-untyped-def]
+    """A pool over the peaked tiny model: peaked like a trained model's, its distributions put a
+    wrong token far from ``u_t`` (the plain tiny model's are nearly uniform over 49,152 ids, so
+    every boundary is within ~1e-3 of every ``u_t``)."""
+    return AdapterPool(BaseModel(name="tiny", model=peaked_tiny_model(tokenizer, 1), tokenizer=tokenizer))
+
+
+def _moved(learner: Learner, seed: int) -> None:
+    """Gives the learner's adapter weights of its own (LoRA B starts at zero: every fresh adapter
+    samples as the base does)."""
+    generator = torch.Generator().manual_seed(seed)
+    state = {k: torch.randn(v.shape, generator=generator) * 0.5 for k, v in learner.adapter_state().items()}
+    learner.pool.load_adapter_state(learner.name, state)
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[TaskItem]:
+    return list(derive_tasks(ROUND_SEED, PEER.address, get_preset(DEFAULT_PRESET_NAME))[:2])
+
+
+@pytest.fixture(scope="module")
+def publisher(tokenizer) -> Learner:  # type: ignore[no-untyped-def]
+    learner = Learner(_pool(tokenizer), "publisher", tokenizer, SETTINGS, owner=PEER.address)
+    _moved(learner, 1)
+    return learner
+
+
+@pytest.fixture(scope="module")
+def receiver(tokenizer) -> Learner:  # type: ignore[no-untyped-def]
+    return Learner(_pool(tokenizer), "receiver", tokenizer, SETTINGS, owner=OTHER.address)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+def _sampled(learner: Learner, tasks: list[TaskItem], peer: str = PEER.address) -> list[GeneratedGroup]:
+    seeds = batch_seeds(ROUND_SEED, peer, [t.index for t in tasks], G)
+    return learner.generate(tasks, G, seeds=seeds)
+
+
+def _model(learner: Learner, adapter: bytes) -> ModelInfo:
+    return ModelInfo(
+        name="tiny",
+        base=learner.base_digest,
+        adapter="0x" + adapter.hex(),
+        lora=lora_shape(learner.lora),
+        sampler=SAMPLER_ID,
+        tokenizer=learner.peer_ids.digest,
+    )
+
+
+def _verified(
+    tasks: list[TaskItem], generated: list[GeneratedGroup], model: ModelInfo, *, peer: str = PEER.address, round: int = ROUND
+) -> list[VerifiedGroup]:
+    groups = []
+    for task, group in zip(tasks, generated, strict=True):
+        completions = tuple(batch_completion(task, c) for c in group.completions)
+        rewards = tuple(float(i % 2) for i in range(len(completions)))  # a GRPO signal
+        groups.append(VerifiedGroup(peer, round, task, completions, rewards, model))
+    return groups
+
+
+def _check(receiver: Learner, store: LocalStore, groups: list[VerifiedGroup], **kwargs) -> BatchProvenance:  # type: ignore[no-untyped-def]
+    outcomes = check_peer_groups(
+        receiver.pool, receiver.tokenizer, store, groups, {ROUND: ROUND_SEED, ROUND - 1: ROUND_SEED}, **kwargs
+    )
+    return outcomes[(groups[0].round, groups[0].peer)]
+
+
+def test_honest_groups_pass_whole_under_another_pool_over_the_same_base(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
+) -> None:
+    assert publisher.base_digest == receiver.base_digest
+    address = publish_adapter(store, publisher.adapter_state())
+    groups = _verified(tasks, _sampled(publisher, tasks), _model(publisher, address))
+
+    outcome = _check(receiver, store, groups)
+
+    assert outcome.reason is None and outcome.usable, outcome.detail
+    assert outcome.result is not None and outcome.result.excluded == frozenset()
+    assert outcome.result.worst_margin >= -1e-5
+    assert [outcome.passed(g) for g in groups] == groups
+
+
+def _forged(groups: list[VerifiedGroup], tokenizer, completions_of) -> list[VerifiedGroup]:  # type: ignore[no-untyped-def]
+    return [dataclasses.replace(g, completions=completions_of(g)) for g in groups]
+
+
+def test_hand_written_answers_are_flagged_and_not_trained_on(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    address = publish_adapter(store, publisher.adapter_state())
+    honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, address))
+    written = _forged(
+        honest,
+        tokenizer,
+        lambda g: tuple(
+            batch_completion(g.task, written_completion(tokenizer, f"<answer>{g.task.answer}</answer>"))
+            for _ in g.completions
+        ),
+    )
+
+    outcome = _check(receiver, store, written)
+
+    assert outcome.reason is RejectReason.PROVENANCE
+    assert outcome.result is not None and outcome.result.evidence is not None
+    assert [outcome.passed(g) for g in written] == [None, None]
+
+
+def test_an_edited_token_flags_the_batch(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
+) -> None:
+    address = publish_adapter(store, publisher.adapter_state())
+    honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, address))
+    first = honest[0].completions[0]
+    ids = list(first.token_ids)
+    ids[0] = (ids[0] + 1) % 1000
+    edited = [dataclasses.replace(honest[0], completions=(first.model_copy(update={"token_ids": ids}),) + honest[0].completions[1:]), honest[1]]
+
+    outcome = _check(receiver, store, edited)
+
+    assert outcome.reason is RejectReason.PROVENANCE
+    evidence = outcome.result.evidence  # type: ignore[union-attr]
+    assert (evidence.group, evidence.completion, evidence.position) == (tasks[0].index, 0, 0)
+    assert outcome.passed(honest[1]) is None  # nothing of a flagged batch is trained on
+
+
+def test_samples_of_another_adapter_with_the_right_seeds_fail(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    named = publish_adapter(store, publisher.adapter_state())
+    other = Learner(_pool(tokenizer), "other", tokenizer, SETTINGS, owner=OTHER.address)
+    _moved(other, 2)
+    groups = _verified(tasks, _sampled(other, tasks), _model(publisher, named))
+
+    assert _check(receiver, store, groups).reason is RejectReason.PROVENANCE
+
+
+def test_samples_of_the_base_model_with_the_right_seeds_fail(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    named = publish_adapter(store, publisher.adapter_state())
+    base = Learner(_pool(tokenizer), "base", tokenizer, SETTINGS, owner=OTHER.address)  # B = 0
+    groups = _verified(tasks, _sampled(base, tasks), _model(publisher, named))
+
+    assert _check(receiver, store, groups).reason is RejectReason.PROVENANCE
+
+
+def test_a_missing_adapter_forfeits_training_without_a_flag(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
+) -> None:
+    groups = _verified(tasks, _sampled(publisher, tasks), _model(publisher, bytes(range(32))))
+
+    outcome = _check(receiver, store, groups)
+
+    assert outcome.reason is RejectReason.ADAPTER_MISSING and not outcome.usable
+    assert outcome.result is None
+
+
+def test_an_adapter_of_another_shape_or_bytes_that_are_none_are_a_mismatch(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    sampled = _sampled(publisher, tasks)
+    small = Learner(
+        _pool(tokenizer), "small", tokenizer, dataclasses.replace(SETTINGS, lora=LoraSettings(rank=4))
+    )
+    wrong_shape = publish_adapter(store, small.adapter_state())  # rank 4 under a rank-16 record
+    not_an_adapter = put_chunked(store, b"not safetensors at all" * 100, pin=True)
+
+    for address in (wrong_shape, not_an_adapter):
+        groups = _verified(tasks, sampled, _model(publisher, address))
+        outcome = _check(receiver, store, groups)
+        assert outcome.reason is RejectReason.ADAPTER_MISMATCH, outcome.detail
+
+
+def test_an_adapter_another_publisher_named_this_round_or_the_last_is_a_copy(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
+) -> None:
+    address = publish_adapter(store, publisher.adapter_state())
+    model = _model(publisher, address)
+    original = _verified(tasks, _sampled(publisher, tasks), model, round=ROUND - 1)
+    copier = _verified(tasks, _sampled(publisher, tasks, OTHER.address), model, peer=OTHER.address)
+
+    outcome = _check(receiver, store, copier, others=original)
+
+    assert outcome.reason is RejectReason.ADAPTER_MISMATCH
+    assert copied_adapters(original + copier) == {(ROUND, OTHER.address)}  # the later one
+    same_round = [dataclasses.replace(g, round=ROUND) for g in original]
+    assert copied_adapters(same_round + copier) == {(ROUND, PEER.address), (ROUND, OTHER.address)}
+    later = [dataclasses.replace(g, round=ROUND + 1) for g in copier]
+    assert copied_adapters(original + later) == set()  # two rounds apart: not a copy
+
+
+def test_excluded_completions_are_dropped_and_a_group_without_signal_is_too() -> None:
+    task = derive_tasks(ROUND_SEED, PEER.address, get_preset(DEFAULT_PRESET_NAME))[0]
+    group = VerifiedGroup(PEER.address, ROUND, task, ("a", "b", "c", "d"), (1.0, 0.0, 1.0, 0.0))  # type: ignore[arg-type]
+    result = ProvenanceResult((task.index,), frozenset({(task.index, 1)}), None, -5e-4)
+    outcome = BatchProvenance(PEER.address, ROUND, None, result=result)
+    assert outcome.passed(group) == dataclasses.replace(group, completions=("a", "c", "d"), rewards=(1.0, 1.0, 0.0))
+
+    no_signal = ProvenanceResult((task.index,), frozenset({(task.index, 1), (task.index, 3)}), None, -5e-4)
+    assert BatchProvenance(PEER.address, ROUND, None, result=no_signal).passed(group) is None
