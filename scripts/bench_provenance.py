@@ -144,8 +144,9 @@ def main() -> None:
         f"{node_round:.2f} s per node and round (m = {RECOMPUTING_SEATS}): "
         f"{node_round / args.round_seconds * 100:.1f} % of a {args.round_seconds:.0f}-s round"
     )
-    state = adapter_bytes(base, args.adapter)
-    load = adapter_load_seconds(base, state)
+    pool = AdapterPool(base)
+    state = adapter_bytes(pool, args.adapter)
+    load = adapter_load_seconds(pool, state)
     training = args.external_groups * (per_group + load)
     print(
         f"training     {training:6.2f} s per node and round to recompute J = "
@@ -155,12 +156,11 @@ def main() -> None:
     )
 
 
-def adapter_load_seconds(base, state) -> float:  # type: ignore[no-untyped-def]
+def adapter_load_seconds(pool, state) -> float:  # type: ignore[no-untyped-def]
     """Seconds to decode a publisher's adapter bytes and load them into a scratch adapter (what a
     receiver does once per peer batch it trains on), median of three."""
     data = encode_adapter(state)
     lora = LoraSettings(rank=16, alpha=32, target_modules=LORA_TARGETS["attention+mlp"])
-    pool = AdapterPool(base)
     times = []
     for _ in range(3):
         started = time.perf_counter()
@@ -170,13 +170,12 @@ def adapter_load_seconds(base, state) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(times)
 
 
-def adapter_bytes(base, path: str | None):  # type: ignore[no-untyped-def]
+def adapter_bytes(pool, path: str | None):  # type: ignore[no-untyped-def]
     """Prints the size of the adapter a node stores per round and zstd's ratio on it; returns
     the adapter."""
     if path:
         state, what = load_file(path), path
     else:
-        pool = AdapterPool(base)
         lora = LoraSettings(rank=16, alpha=32, target_modules=LORA_TARGETS["attention+mlp"])
         pool.add("bench", lora, OptimizerSettings(), seed=0)
         draws = torch.Generator().manual_seed(0)

@@ -35,7 +35,7 @@ from node.provenance.seeds import SAMPLER_ID, batch_seeds  # noqa: E402
 from node.rollouts import RejectReason  # noqa: E402
 from node.rollouts.assemble import batch_completion  # noqa: E402
 from node.rollouts.schema import ModelInfo  # noqa: E402
-from node.round.learner import Learner, LearnerSettings  # noqa: E402
+from node.round.learner import GenerateCall, Learner, LearnerSettings, run_calls  # noqa: E402
 from node.sampling.verdicts import VerifiedGroup  # noqa: E402
 from node.storage import LocalStore  # noqa: E402
 from node.storage.chunked import put_chunked  # noqa: E402
@@ -255,3 +255,27 @@ def test_excluded_completions_are_dropped_and_a_group_without_signal_is_too() ->
 
     no_signal = ProvenanceResult((task.index,), frozenset({(task.index, 1), (task.index, 3)}), None, -5e-4)
     assert BatchProvenance(PEER.address, ROUND, None, result=no_signal).passed(group) is None
+
+
+def test_groups_sampled_in_a_batch_of_several_nodes_adapters_pass(
+    receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    """In-process nodes generate together, each row through its own adapter (``pool.rows``); the
+    receiver recomputes with one adapter active: the two forwards must agree within drift."""
+    pool = _pool(tokenizer)
+    nodes = [Learner(pool, f"n{i}", tokenizer, SETTINGS, owner=a.address) for i, a in enumerate((PEER, OTHER))]
+    for i, node in enumerate(nodes):
+        _moved(node, 10 + i)
+    peers = (PEER.address, OTHER.address)
+    calls = [
+        GenerateCall(node, tuple(tasks), G, tuple(tuple(s) for s in batch_seeds(ROUND_SEED, peer, [t.index for t in tasks], G)))
+        for node, peer in zip(nodes, peers, strict=True)
+    ]
+    results = run_calls(calls)
+
+    for node, peer, generated in zip(nodes, peers, results, strict=True):
+        address = publish_adapter(store, node.adapter_state())
+        groups = _verified(tasks, generated, _model(node, address), peer=peer)
+        outcome = _check(receiver, store, groups)
+        assert outcome.reason is None and outcome.result.excluded == frozenset(), outcome.detail  # type: ignore[union-attr]
+        assert outcome.result.worst_margin >= -1e-5  # type: ignore[union-attr]
