@@ -49,6 +49,7 @@ from transformers import PreTrainedModel
 from node.policy.model import BaseModel
 
 _ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_BORROWED = "borrowed-"
 
 ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
@@ -300,14 +301,26 @@ class AdapterPool:
 
     @contextmanager
     def borrowed(self, lora: LoraSettings, state: dict[str, torch.Tensor]) -> Iterator[PeftModel]:
-        """Activates a peer's adapter ``state`` of shape ``lora`` (loaded into a scratch adapter
-        kept per shape, never trained); ``ValueError`` when the state does not fit that shape."""
+        """Activates a peer's adapter ``state`` of shape ``lora`` (loaded into a scratch adapter,
+        never trained); ``ValueError`` when the shape does not fit the base or the state does not
+        fit the shape. One scratch adapter at most: one of another shape is removed first, so
+        peers naming ever new shapes cannot fill the memory."""
         name = _borrowed_name(lora)
+        for other in [n for n in self._lora if n.startswith(_BORROWED) and n != name]:
+            self.remove(other)
         if name not in self._lora:
             self.add(name, lora, seed=0)
         self.load_adapter_state(name, state)
         with self.activate(name) as model:
             yield model
+
+    def remove(self, name: str) -> None:
+        """Drops ``name``'s adapter and optimizer (not the active one)."""
+        self._require(name)
+        if self.model.active_adapter == name:
+            raise ValueError(f"adapter {name!r} is active: activate another before removing it")
+        self.model.delete_adapter(name)
+        del self._lora[name], self._optimizers[name]
 
     def _require(self, name: str) -> None:
         if name not in self._lora:
@@ -328,4 +341,4 @@ def _borrowed_name(lora: LoraSettings) -> str:
     """The scratch adapter of one LoRA shape (a valid adapter name no node can have: nodes are
     named by address or plain words)."""
     shape = f"{lora.rank}/{lora.alpha}/{','.join(sorted(lora.target_modules))}"
-    return "borrowed-" + hashlib.sha256(shape.encode()).hexdigest()[:16]
+    return _BORROWED + hashlib.sha256(shape.encode()).hexdigest()[:16]

@@ -183,3 +183,29 @@ def test_an_empty_pool_has_a_reference_but_no_model(base) -> None:
         assert model is base.model
     with pytest.raises(KeyError):
         pool.model
+
+
+def test_a_borrowed_adapter_is_the_peer_s_weights_and_leaves_the_pool_as_it_was(
+    pool, tokenizer
+) -> None:
+    perturb(pool, "bob")
+    with pool.activate("bob") as model:
+        bobs = last_logits(model, tokenizer)
+    with pool.activate("alice"):
+        with pool.borrowed(LoraSettings(rank=4, alpha=8), pool.adapter_state("bob")) as model:
+            assert torch.equal(last_logits(model, tokenizer), bobs)
+        assert pool.model.active_adapter == "alice"
+    with pytest.raises(ValueError, match="shape"):  # bob's weights under another rank
+        with pool.borrowed(LoraSettings(rank=8, alpha=8), pool.adapter_state("bob")):
+            pass
+    assert sum(n.startswith("borrowed-") for n in pool.names) == 1  # the rank-8 one replaced it
+
+
+def test_an_adapter_can_be_removed_but_not_while_active(pool) -> None:
+    with pool.activate("bob"):
+        with pytest.raises(ValueError, match="active"):
+            pool.remove("bob")
+    pool.remove("bob")
+    assert pool.names == ["alice"] and "bob" not in pool
+    with pytest.raises(KeyError):
+        pool.optimizer("bob")

@@ -279,3 +279,20 @@ def test_groups_sampled_in_a_batch_of_several_nodes_adapters_pass(
         outcome = _check(receiver, store, groups)
         assert outcome.reason is None and outcome.result.excluded == frozenset(), outcome.detail  # type: ignore[union-attr]
         assert outcome.result.worst_margin >= -1e-5  # type: ignore[union-attr]
+
+
+def test_a_shape_the_base_lacks_is_a_mismatch_and_scratch_adapters_never_pile_up(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    address = publish_adapter(store, publisher.adapter_state())
+    model = _model(publisher, address)
+    bogus = model.model_copy(update={"lora": model.lora.model_copy(update={"targets": ["no_such_proj"]})})
+    outcome = _check(receiver, store, _verified(tasks, _sampled(publisher, tasks), bogus))
+    assert outcome.reason is RejectReason.ADAPTER_MISMATCH and "not found" in outcome.detail
+
+    for rank in (2, 3, 4):  # a peer naming a new shape every round
+        lora = LoraSettings(rank=rank)
+        state = Learner(_pool(tokenizer), f"r{rank}", tokenizer, dataclasses.replace(SETTINGS, lora=lora)).adapter_state()
+        with receiver.pool.borrowed(lora, state):
+            pass
+    assert sum(n.startswith("borrowed-") for n in receiver.pool.names) == 1
