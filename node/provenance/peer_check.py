@@ -94,79 +94,71 @@ def copied_adapters(groups: Sequence[VerifiedGroup]) -> set[tuple[int, str]]:
     return copied
 
 
-def check_batch(
-    pool: AdapterPool,
-    tokenizer: PreTrainedTokenizerBase,
-    store: ContentStore,
-    groups: Sequence[VerifiedGroup],
-    round_seed: bytes,
-) -> BatchProvenance:
-    """Recomputes ``groups`` (all of one batch) under the adapter their batch names."""
-    first = groups[0]
-    peer, round, model = first.peer, first.round, first.model
-    if model is None:
-        raise ValueError("groups without their batch's model record cannot be recomputed")
-    try:
-        state = fetch_adapter(store, bytes.fromhex(model.adapter[2:]))
-    except (BadManifest, AdapterFormatError) as exc:
-        return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
-    except StoreError as exc:
-        return BatchProvenance(peer, round, RejectReason.ADAPTER_MISSING, str(exc)[:200])
-    try:
-        with pool.borrowed(lora_settings(model.lora), state) as policy:
-            to_check = {g.task.index: _to_check(g, tokenizer, round_seed) for g in groups}
-            result = check_groups(policy, to_check, pad_id=_pad_id(tokenizer))
-    except ValueError as exc:  # the weights do not fit the declared shape over this base
-        return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
-    if result.flagged:
-        evidence = result.evidence
-        return BatchProvenance(
-            peer, round, RejectReason.PROVENANCE, f"not sampled from its adapter: {evidence}", result
-        )
-    return BatchProvenance(peer, round, None, result=result)
+@dataclass(frozen=True)
+class Recomputer:
+    """What a receiver recomputes with: its pool over the base model, its tokenizer (which
+    encodes the prompts as the sampler did) and the store the adapters come from."""
 
+    pool: AdapterPool
+    tokenizer: PreTrainedTokenizerBase
+    store: ContentStore
 
-def check_peer_groups(
-    pool: AdapterPool,
-    tokenizer: PreTrainedTokenizerBase,
-    store: ContentStore,
-    groups: Sequence[VerifiedGroup],
-    round_seeds: Mapping[int, bytes],
-    *,
-    others: Sequence[VerifiedGroup] = (),
-) -> dict[tuple[int, str], BatchProvenance]:
-    """Each batch of ``groups`` checked (by (round, peer)); ``others``: the groups of every
-    batch this node verified, whose adapters a copy is looked for among."""
-    copied = copied_adapters([*groups, *others])
-    by_batch: dict[tuple[int, str], list[VerifiedGroup]] = {}
-    for group in groups:
-        by_batch.setdefault((group.round, group.peer), []).append(group)
-    outcomes = {}
-    for (round, peer), batch in by_batch.items():
-        if (round, peer) in copied:
-            outcome = BatchProvenance(
-                peer, round, RejectReason.ADAPTER_MISMATCH, "another publisher named its adapter"
+    def check_batch(self, groups: Sequence[VerifiedGroup], round_seed: bytes) -> BatchProvenance:
+        """Recomputes ``groups`` (all of one batch) under the adapter their batch names; never
+        raises for a peer's data (a bug here is a ``verifier_error``, not the peer's fault)."""
+        try:
+            return self._recompute(groups, round_seed)
+        except Exception as exc:
+            first = groups[0]
+            log.exception("provenance check of %s's round %d failed", first.peer, first.round)
+            return BatchProvenance(
+                first.peer, first.round, RejectReason.VERIFIER_ERROR, repr(exc)[:200]
             )
-        else:
-            outcome = _checked(pool, tokenizer, store, batch, round_seeds[round])
-        outcomes[(round, peer)] = outcome
-    return outcomes
 
+    def check_peer_groups(
+        self,
+        groups: Sequence[VerifiedGroup],
+        round_seeds: Mapping[int, bytes],
+        *,
+        others: Sequence[VerifiedGroup] = (),
+    ) -> dict[tuple[int, str], BatchProvenance]:
+        """Each batch of ``groups`` checked (by (round, peer)); ``others``: the groups of every
+        batch this node verified, whose adapters a copy is looked for among."""
+        copied = copied_adapters([*groups, *others])
+        by_batch: dict[tuple[int, str], list[VerifiedGroup]] = {}
+        for group in groups:
+            by_batch.setdefault((group.round, group.peer), []).append(group)
+        outcomes = {}
+        for (round, peer), batch in by_batch.items():
+            if (round, peer) in copied:
+                outcomes[(round, peer)] = BatchProvenance(
+                    peer, round, RejectReason.ADAPTER_MISMATCH, "another publisher named its adapter"
+                )
+            else:
+                outcomes[(round, peer)] = self.check_batch(batch, round_seeds[round])
+        return outcomes
 
-def _checked(
-    pool: AdapterPool,
-    tokenizer: PreTrainedTokenizerBase,
-    store: ContentStore,
-    groups: Sequence[VerifiedGroup],
-    round_seed: bytes,
-) -> BatchProvenance:
-    try:
-        return check_batch(pool, tokenizer, store, groups, round_seed)
-    except Exception as exc:  # a bug here must not cost the round, nor be the peer's fault
-        log.exception("provenance check of %s's round %d failed", groups[0].peer, groups[0].round)
-        return BatchProvenance(
-            groups[0].peer, groups[0].round, RejectReason.VERIFIER_ERROR, repr(exc)[:200]
-        )
+    def _recompute(self, groups: Sequence[VerifiedGroup], round_seed: bytes) -> BatchProvenance:
+        first = groups[0]
+        peer, round, model = first.peer, first.round, first.model
+        if model is None:
+            raise ValueError("groups without their batch's model record cannot be recomputed")
+        try:
+            state = fetch_adapter(self.store, bytes.fromhex(model.adapter[2:]))
+        except (BadManifest, AdapterFormatError) as exc:
+            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+        except StoreError as exc:
+            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISSING, str(exc)[:200])
+        try:
+            with self.pool.borrowed(lora_settings(model.lora), state) as policy:
+                to_check = {g.task.index: _to_check(g, self.tokenizer, round_seed) for g in groups}
+                result = check_groups(policy, to_check, pad_id=_pad_id(self.tokenizer))
+        except ValueError as exc:  # the weights or the shape do not fit this base
+            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+        if result.flagged:
+            detail = f"not sampled from its adapter: {result.evidence}"
+            return BatchProvenance(peer, round, RejectReason.PROVENANCE, detail, result)
+        return BatchProvenance(peer, round, None, result=result)
 
 
 def _to_check(

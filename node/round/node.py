@@ -39,7 +39,7 @@ from node.chain.reverts import (
 )
 from node.chain.rounds import round_seed
 from node.policy.grpo import ScoredGroup
-from node.provenance.peer_check import BatchProvenance, check_peer_groups
+from node.provenance.peer_check import BatchProvenance, Recomputer
 from node.provenance.publish import release_adapter
 from node.rollouts.reasons import RejectReason
 from node.round.ballots import (
@@ -429,13 +429,9 @@ class SwarmNode(Producer):
         self, group: VerifiedGroup, candidates: list[VerifiedGroup], intake: IntakeReport
     ) -> dict[tuple[int, str], BatchProvenance]:
         same = [g for g in candidates if (g.round, g.peer) == (group.round, group.peer)]
-        return check_peer_groups(
-            self.learner.pool,
-            self.learner.tokenizer,
-            self.exchange.store,
-            same,
-            {group.round: round_seed(self.genesis_seed, group.round)},
-            others=intake.groups,
+        recomputer = Recomputer(self.learner.pool, self.learner.tokenizer, self.exchange.store)
+        return recomputer.check_peer_groups(
+            same, {group.round: round_seed(self.genesis_seed, group.round)}, others=intake.groups
         )
 
     def _log_provenance(self, outcome: BatchProvenance, report: RoundReport) -> None:

@@ -27,7 +27,7 @@ from node.provenance.check import ProvenanceResult  # noqa: E402
 from node.provenance.model_info import lora_shape  # noqa: E402
 from node.provenance.peer_check import (  # noqa: E402
     BatchProvenance,
-    check_peer_groups,
+    Recomputer,
     copied_adapters,
 )
 from node.provenance.publish import publish_adapter  # noqa: E402
@@ -116,9 +116,8 @@ def _verified(
 
 
 def _check(receiver: Learner, store: LocalStore, groups: list[VerifiedGroup], **kwargs) -> BatchProvenance:  # type: ignore[no-untyped-def]
-    outcomes = check_peer_groups(
-        receiver.pool, receiver.tokenizer, store, groups, {ROUND: ROUND_SEED, ROUND - 1: ROUND_SEED}, **kwargs
-    )
+    recomputer = Recomputer(receiver.pool, receiver.tokenizer, store)
+    outcomes = recomputer.check_peer_groups(groups, {ROUND: ROUND_SEED, ROUND - 1: ROUND_SEED}, **kwargs)
     return outcomes[(groups[0].round, groups[0].peer)]
 
 
