@@ -19,6 +19,8 @@ at most J adapters. Nothing here raises for a peer's data: every outcome is a
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -137,6 +139,37 @@ class Recomputer:
             else:
                 outcomes[(round, peer)] = self.check_batch(batch, round_seeds[round])
         return outcomes
+
+    def passing(
+        self,
+        candidates: Sequence[VerifiedGroup],
+        wanted: int,
+        round_seeds: Mapping[int, bytes],
+        *,
+        others: Sequence[VerifiedGroup] = (),
+        budget: float = math.inf,
+    ) -> tuple[list[VerifiedGroup], list[BatchProvenance]]:
+        """Up to ``wanted`` of ``candidates``, in their order, each recomputed (once per batch)
+        and trimmed to the completions that passed; and every batch's outcome, in the order
+        checked. No batch is begun after ``budget`` seconds: peers whose adapters hang cost a
+        round's training at most the budget and one store timeout; those left unchecked are
+        not trained on."""
+        kept: list[VerifiedGroup] = []
+        outcomes: dict[tuple[int, str], BatchProvenance] = {}
+        started = time.monotonic()
+        for group in candidates:
+            if len(kept) == wanted:
+                break
+            key = (group.round, group.peer)
+            if key not in outcomes:
+                if time.monotonic() - started > budget:
+                    break
+                same = [g for g in candidates if (g.round, g.peer) == key]
+                outcomes.update(self.check_peer_groups(same, round_seeds, others=others))
+            passed = outcomes[key].passed(group)
+            if passed is not None:
+                kept.append(passed)
+        return kept, list(outcomes.values())
 
     def _recompute(self, groups: Sequence[VerifiedGroup], round_seed: bytes) -> BatchProvenance:
         first = groups[0]

@@ -409,30 +409,21 @@ class SwarmNode(Producer):
     ) -> list[VerifiedGroup]:
         """Up to ``wanted`` of ``candidates`` (in their order), each recomputed under its
         publisher's adapter and trimmed to the completions that passed; a batch that fails is
-        not trained on (docs/PROTOCOL.md, "Seeded sampler")."""
-        kept: list[VerifiedGroup] = []
-        outcomes: dict[tuple[int, str], BatchProvenance] = {}
-        for group in candidates:
-            if len(kept) == wanted:
-                break
-            key = (group.round, group.peer)
-            if key not in outcomes:
-                with report.timings.measure("provenance"):
-                    outcomes.update(self._check_batch_of(group, candidates, intake))
-                self._log_provenance(outcomes[key], report)
-            passed = outcomes[key].passed(group)
-            if passed is not None:
-                kept.append(passed)
-        return kept
-
-    def _check_batch_of(
-        self, group: VerifiedGroup, candidates: list[VerifiedGroup], intake: IntakeReport
-    ) -> dict[tuple[int, str], BatchProvenance]:
-        same = [g for g in candidates if (g.round, g.peer) == (group.round, group.peer)]
+        not trained on (docs/PROTOCOL.md, "Seeded sampler"). The store's fetch budget bounds
+        the time spent."""
         recomputer = Recomputer(self.learner.pool, self.learner.tokenizer, self.exchange.store)
-        return recomputer.check_peer_groups(
-            same, {group.round: round_seed(self.genesis_seed, group.round)}, others=intake.groups
-        )
+        seeds = {r: round_seed(self.genesis_seed, r) for r in {g.round for g in candidates}}
+        with report.timings.measure("provenance"):
+            kept, outcomes = recomputer.passing(
+                candidates,
+                wanted,
+                seeds,
+                others=intake.groups,
+                budget=self.config.storage.fetch_budget,
+            )
+        for outcome in outcomes:
+            self._log_provenance(outcome, report)
+        return kept
 
     def _log_provenance(self, outcome: BatchProvenance, report: RoundReport) -> None:
         result = outcome.result

@@ -37,10 +37,11 @@ from node.rollouts.assemble import batch_completion  # noqa: E402
 from node.rollouts.schema import ModelInfo  # noqa: E402
 from node.round.learner import GenerateCall, Learner, LearnerSettings, run_calls  # noqa: E402
 from node.sampling.verdicts import VerifiedGroup  # noqa: E402
-from node.storage import LocalStore  # noqa: E402
+from node.storage import KuboStore, LocalStore  # noqa: E402
 from node.storage.chunked import put_chunked  # noqa: E402
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset  # noqa: E402
 from tests.provenance.helpers import peaked_tiny_model  # noqa: E402
+from tests.storage.fake_kubo import running_fake_kubo  # noqa: E402
 from tests.rollouts.factories import OTHER, PEER  # noqa: E402
 
 ROUND = 4
@@ -295,3 +296,44 @@ def test_a_shape_the_base_lacks_is_a_mismatch_and_scratch_adapters_never_pile_up
         with receiver.pool.borrowed(lora, state):
             pass
     assert sum(n.startswith("borrowed-") for n in receiver.pool.names) == 1
+
+
+def test_hanging_adapters_cost_at_most_the_budget_and_the_rest_are_not_trained_on(
+    publisher: Learner, receiver: Learner, tasks: list[TaskItem]
+) -> None:
+    """Three peers whose adapters never arrive (a store that hangs): the first batch is given up
+    at the store's timeout, and no batch is begun once the budget is spent."""
+    peers = [PEER.address, OTHER.address, "0x90F79bf6EB2c4f870365E785982E1f101E93b906"]
+    model = _model(publisher, bytes(range(32)))
+    candidates = [g for p in peers for g in _verified(tasks, _sampled(publisher, tasks), model, peer=p)]
+    with running_fake_kubo() as kubo:
+        kubo.mode = "hang"
+        recomputer = Recomputer(receiver.pool, receiver.tokenizer, KuboStore(kubo.url, timeout=0.3))
+        kept, outcomes = recomputer.passing(candidates, 4, {ROUND: ROUND_SEED}, budget=0.1)
+        kubo.release.set()
+
+    assert kept == []
+    assert [(o.peer, o.reason) for o in outcomes] == [(PEER.address, RejectReason.ADAPTER_MISSING)]
+
+
+def test_passing_takes_groups_in_order_until_enough_have_passed(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, publish_adapter(store, publisher.adapter_state())))
+    written = [
+        dataclasses.replace(
+            g,
+            peer=OTHER.address,
+            completions=tuple(
+                batch_completion(g.task, written_completion(tokenizer, f"<answer>{g.task.answer}</answer>"))
+                for _ in g.completions
+            ),
+        )
+        for g in honest
+    ]
+    recomputer = Recomputer(receiver.pool, receiver.tokenizer, store)
+
+    kept, outcomes = recomputer.passing([written[0], honest[0], written[1], honest[1]], 1, {ROUND: ROUND_SEED})
+
+    assert kept == [honest[0]]  # the forger's group was tried first and refused
+    assert [(o.peer, o.reason) for o in outcomes] == [(OTHER.address, RejectReason.PROVENANCE), (PEER.address, None)]
