@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -48,6 +48,9 @@ from node.sampling.tokens import TokenCheck
 from node.sampling.verdicts import PeerVerdict
 from node.sampling.verify import RoundContext
 from node.storage import ContentStore
+
+if TYPE_CHECKING:
+    from node.provenance.peer_check import Recomputer
 
 
 class AuditError(Exception):
@@ -71,10 +74,12 @@ def audit_round(
     tokens: TokenCheck,
     bases: frozenset[str],
     settings: AuditSettings | None = None,
+    recomputer: Recomputer | None = None,
 ) -> RoundAudit:
     """Audits every batch of ``round`` (``tokens``: the node's tokenizer, which counts and
     decodes the batches' token ids; ``bases``: the weights digests of the base models it judges);
-    raises AuditError when it cannot."""
+    ``recomputer``: recompute every accepted group under its batch's adapter, for the receipt's
+    ``provenance``); raises AuditError when it cannot."""
     settings = settings or AuditSettings()
     head = client.block_number()
     _check_judged(client, round)
@@ -82,7 +87,15 @@ def audit_round(
     verdicts = _verify(client, store, round, published, tokens, bases, settings)
     board = _leaderboard(settings, round) if settings.indexer_url else None
     batches = tuple(
-        _batch_audit(client, round, commitment, verdicts[commitment.peer], votes, board)
+        _batch_audit(
+            client,
+            round,
+            commitment,
+            verdicts[commitment.peer],
+            votes,
+            board,
+            _provenance(recomputer, verdicts[commitment.peer], client.round_seed(round)),
+        )
         for commitment in sorted(published, key=lambda c: int(c.peer, 16))
     )
     return RoundAudit(
@@ -175,6 +188,22 @@ def _verify(
     return {verdict.peer: verdict for verdict in report.verdicts}
 
 
+def _provenance(recomputer: Recomputer | None, verdict: PeerVerdict, round_seed: bytes) -> str:
+    """What recomputing the verdict's kept groups found, in words."""
+    if recomputer is None or not verdict.groups:
+        return "not recomputed"
+    outcome = recomputer.check_batch(verdict.groups, round_seed)
+    if outcome.reason is not None:
+        return f"{outcome.reason.value}: {outcome.detail}"
+    result = outcome.result
+    assert result is not None
+    total = sum(len(g.completions) for g in verdict.groups)
+    return (
+        f"passed, {len(result.excluded)} of {total} completions excluded "
+        f"(worst margin {result.worst_margin:+.1e})"
+    )
+
+
 def _own_check(verdict: PeerVerdict) -> OwnCheck:
     item = verdict.item()
     assert item is not None
@@ -237,8 +266,9 @@ def _batch_audit(
     verdict: PeerVerdict,
     votes: dict[str, list[Vote]],
     board: dict[str, dict[str, Any]] | None,
+    provenance: str,
 ) -> BatchAudit:
-    own = _own_check(verdict)
+    own = replace(_own_check(verdict), provenance=provenance)
     committee = _committee(client, round, commitment.peer, votes.get(commitment.peer, []))
     problems = _chain_disagreements(own, committee)
     shown = None

@@ -4,6 +4,7 @@ DISAGREEMENT, 2 when the audit could not be done (a one-line reason on stderr)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,8 +12,11 @@ from node.audit.audit import AuditError, AuditSettings, audit_round
 from node.chain.errors import ChainError
 from node.config import ConfigError, NodeConfig, load_config
 from node.sampling.tokens import TokenCheck
-from node.storage import StoreError, open_store
+from node.storage import ContentStore, StoreError, open_store
 from node.tasks import TaskError
+
+if TYPE_CHECKING:
+    from node.provenance.peer_check import Recomputer
 
 EXIT_AGREE, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 
@@ -26,20 +30,24 @@ def _load(ctx: click.Context) -> NodeConfig:
     return load_config(path)
 
 
-def _model(source: str) -> tuple[TokenCheck, frozenset[str]]:
-    """The node's tokenizer, which counts and decodes batches' token ids, and its base model's
-    weights digest, which batches must name (transformers loads here, not on import)."""
-    from node.policy.adapters import base_weights
+def _model(source: str, store: ContentStore) -> tuple[TokenCheck, frozenset[str], Recomputer]:
+    """The node's tokenizer, which counts and decodes batches' token ids, its base model's
+    weights digest, which batches must name, and what recomputes their samples (transformers
+    loads here, not on import)."""
+    from node.policy.adapters import AdapterPool, base_weights
     from node.policy.model import ModelLoadError, load_base
     from node.policy.peer_ids import PeerIds
     from node.provenance.adapter import weights_digest
+    from node.provenance.peer_check import Recomputer
 
     try:
         base = load_base(source)
     except (ModelLoadError, OSError) as exc:
         raise ValueError(f"cannot load the model {source!r}: {exc}") from None
     digest = "0x" + weights_digest(base_weights(base.model)).hex()
-    return PeerIds(base.tokenizer), frozenset({digest})
+    pool = AdapterPool(base)
+    pool.add("auditor")  # active between recomputes, so that peers' adapters can be swapped
+    return PeerIds(base.tokenizer), frozenset({digest}), Recomputer(pool, base.tokenizer, store)
 
 
 def _fail(ctx: click.Context, message: str) -> None:
@@ -87,7 +95,7 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
             total_budget=max(config.storage.fetch_budget, 60.0),
             indexer_url=indexer_url,
         )
-        tokens, bases = _model(config.model.source)
+        tokens, bases, recomputer = _model(config.model.source, store)
         result = audit_round(
             client,
             store,
@@ -96,6 +104,7 @@ def audit(ctx: click.Context, round: int, indexer_url: str | None, as_json: bool
             tokens=tokens,
             bases=bases,
             settings=settings,
+            recomputer=recomputer,
         )
     except (AuditError, ChainError, ConfigError, StoreError, TaskError, ValueError) as exc:
         _fail(ctx, str(exc))

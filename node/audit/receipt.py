@@ -34,6 +34,10 @@ class OwnCheck:
     verified_reward_milli: int
     reason: str | None = None
     detail: str = ""
+    provenance: str = "not recomputed"
+    """The recompute of the batch's groups under its adapter: "passed", how many completions
+    were excluded, or the reason code it failed with (committees do not recompute yet, so it
+    is shown, not compared)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ def _batch_lines(batch: BatchAudit) -> list[str]:
     lines = [
         f"batch of peer {batch.subject}, digest {batch.digest}",
         f"  own check   {own_text}",
+        f"  provenance  {own.provenance}",
         (
             f"  committee   {decision}: agree {committee.agreers} "
             f"({_eth(committee.agree_weight)}), flag {committee.flaggers} "
