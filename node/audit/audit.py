@@ -84,7 +84,8 @@ def audit_round(
     head = client.block_number()
     _check_judged(client, round)
     published, votes = _round_events(client, round, start_block, head)
-    verdicts = _verify(client, store, round, published, tokens, bases, settings)
+    seed = client.round_seed(round)
+    verdicts = _verify(client, store, round, seed, published, tokens, bases, settings)
     board = _leaderboard(settings, round) if settings.indexer_url else None
     batches = tuple(
         _batch_audit(
@@ -94,7 +95,7 @@ def audit_round(
             verdicts[commitment.peer],
             votes,
             board,
-            _provenance(recomputer, verdicts[commitment.peer], client.round_seed(round)),
+            _provenance(recomputer, verdicts[commitment.peer], seed),
         )
         for commitment in sorted(published, key=lambda c: int(c.peer, 16))
     )
@@ -151,6 +152,7 @@ def _verify(
     client: CoordinatorClient,
     store: ContentStore,
     round: int,
+    round_seed: bytes,
     published: Sequence[RolloutsPublished],
     tokens: TokenCheck,
     bases: frozenset[str],
@@ -160,7 +162,7 @@ def _verify(
     context = RoundContext(
         domain=client.domain,
         round=round,
-        round_seed=client.round_seed(round),
+        round_seed=round_seed,
         tasks_per_round=rules.tasks_per_round,
         group_size=rules.group_size,
         tokens=tokens,

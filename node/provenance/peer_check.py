@@ -127,18 +127,10 @@ class Recomputer:
         """Each batch of ``groups`` checked (by (round, peer)); ``others``: the groups of every
         batch this node verified, whose adapters a copy is looked for among."""
         copied = copied_adapters([*groups, *others])
-        by_batch: dict[tuple[int, str], list[VerifiedGroup]] = {}
-        for group in groups:
-            by_batch.setdefault((group.round, group.peer), []).append(group)
-        outcomes = {}
-        for (round, peer), batch in by_batch.items():
-            if (round, peer) in copied:
-                outcomes[(round, peer)] = BatchProvenance(
-                    peer, round, RejectReason.ADAPTER_MISMATCH, "another publisher named its adapter"
-                )
-            else:
-                outcomes[(round, peer)] = self.check_batch(batch, round_seeds[round])
-        return outcomes
+        return {
+            key: self._outcome(batch, copied, round_seeds)
+            for key, batch in _by_batch(groups).items()
+        }
 
     def passing(
         self,
@@ -154,6 +146,8 @@ class Recomputer:
         checked. No batch is begun after ``budget`` seconds: peers whose adapters hang cost a
         round's training at most the budget and one store timeout; those left unchecked are
         not trained on."""
+        copied = copied_adapters([*candidates, *others])
+        batches = _by_batch(candidates)
         kept: list[VerifiedGroup] = []
         outcomes: dict[tuple[int, str], BatchProvenance] = {}
         started = time.monotonic()
@@ -164,12 +158,24 @@ class Recomputer:
             if key not in outcomes:
                 if time.monotonic() - started > budget:
                     break
-                same = [g for g in candidates if (g.round, g.peer) == key]
-                outcomes.update(self.check_peer_groups(same, round_seeds, others=others))
+                outcomes[key] = self._outcome(batches[key], copied, round_seeds)
             passed = outcomes[key].passed(group)
             if passed is not None:
                 kept.append(passed)
         return kept, list(outcomes.values())
+
+    def _outcome(
+        self,
+        batch: Sequence[VerifiedGroup],
+        copied: set[tuple[int, str]],
+        round_seeds: Mapping[int, bytes],
+    ) -> BatchProvenance:
+        """One batch's outcome: refused as a copy, else recomputed."""
+        round, peer = batch[0].round, batch[0].peer
+        if (round, peer) in copied:
+            detail = "another publisher named its adapter"
+            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, detail)
+        return self.check_batch(batch, round_seeds[round])
 
     def _recompute(self, groups: Sequence[VerifiedGroup], round_seed: bytes) -> BatchProvenance:
         first = groups[0]
@@ -192,6 +198,14 @@ class Recomputer:
             detail = f"not sampled from its adapter: {result.evidence}"
             return BatchProvenance(peer, round, RejectReason.PROVENANCE, detail, result)
         return BatchProvenance(peer, round, None, result=result)
+
+
+def _by_batch(groups: Sequence[VerifiedGroup]) -> dict[tuple[int, str], list[VerifiedGroup]]:
+    """``groups`` by the batch, (round, peer), they come from, in their order."""
+    batches: dict[tuple[int, str], list[VerifiedGroup]] = {}
+    for group in groups:
+        batches.setdefault((group.round, group.peer), []).append(group)
+    return batches
 
 
 def _to_check(

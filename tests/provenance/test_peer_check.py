@@ -244,6 +244,14 @@ def test_an_adapter_another_publisher_named_this_round_or_the_last_is_a_copy(
     assert copied_adapters(same_round + copier) == {(ROUND, PEER.address), (ROUND, OTHER.address)}
     later = [dataclasses.replace(g, round=ROUND + 1) for g in copier]
     assert copied_adapters(original + later) == set()  # two rounds apart: not a copy
+    # among the candidates themselves, with nothing else verified, the copy is seen too
+    recomputer = Recomputer(receiver.pool, receiver.tokenizer, store)
+    kept, outcomes = recomputer.passing(original + copier, 4, {ROUND: ROUND_SEED, ROUND - 1: ROUND_SEED})
+    assert [(o.peer, o.reason) for o in outcomes] == [
+        (PEER.address, None),
+        (OTHER.address, RejectReason.ADAPTER_MISMATCH),
+    ]
+    assert {g.peer for g in kept} <= {PEER.address}
 
 
 def test_excluded_completions_are_dropped_and_a_group_without_signal_is_too() -> None:
@@ -304,8 +312,12 @@ def test_hanging_adapters_cost_at_most_the_budget_and_the_rest_are_not_trained_o
     """Three peers whose adapters never arrive (a store that hangs): the first batch is given up
     at the store's timeout, and no batch is begun once the budget is spent."""
     peers = [PEER.address, OTHER.address, "0x90F79bf6EB2c4f870365E785982E1f101E93b906"]
-    model = _model(publisher, bytes(range(32)))
-    candidates = [g for p in peers for g in _verified(tasks, _sampled(publisher, tasks), model, peer=p)]
+    sampled = _sampled(publisher, tasks)
+    candidates = [  # each its own adapter, never stored (one adapter named thrice is a copy)
+        g
+        for i, p in enumerate(peers)
+        for g in _verified(tasks, sampled, _model(publisher, bytes([i]) * 32), peer=p)
+    ]
     with running_fake_kubo() as kubo:
         kubo.mode = "hang"
         recomputer = Recomputer(receiver.pool, receiver.tokenizer, KuboStore(kubo.url, timeout=0.3))
@@ -320,10 +332,14 @@ def test_passing_takes_groups_in_order_until_enough_have_passed(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
     honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, publish_adapter(store, publisher.adapter_state())))
+    forger = Learner(_pool(tokenizer), "forger", tokenizer, SETTINGS, owner=OTHER.address)
+    _moved(forger, 3)
+    own_adapter = _model(forger, publish_adapter(store, forger.adapter_state()))  # not a copy
     written = [
         dataclasses.replace(
             g,
             peer=OTHER.address,
+            model=own_adapter,
             completions=tuple(
                 batch_completion(g.task, written_completion(tokenizer, f"<answer>{g.task.answer}</answer>"))
                 for _ in g.completions
