@@ -181,7 +181,10 @@ class SamplingSettings(_Section):
     check_provenance: bool = Field(
         True,
         description="Recompute every peer group under its publisher's adapter before training "
-        "on it, and train only on the completions its sampler picked (about 1 s a group).",
+        "on it, and train only on the completions its sampler picked (about 1 s a group); as a "
+        "committee seat, recompute the groups the beacon picks, post evidence against a batch "
+        "that fails and commit in the commit phase's last round, after re-checking the others' "
+        "evidence.",
     )
 
     @model_validator(mode="after")

@@ -184,6 +184,12 @@ interface ISwarmCoordinator {
     error SwarmCoordinatorRewardOutOfRange(int64 value, int256 maximum);
     /// @notice The round's beacon block is the current block: complete the seal from the next block on.
     error SwarmCoordinatorBeaconPending(uint64 round, uint256 beaconBlock);
+    /// @notice The caller is not one of the seats that recompute `subject`'s batch of `round`.
+    error SwarmCoordinatorNotRecomputing(uint64 round, address subject, address poster);
+    /// @notice The caller already posted evidence on (round, subject).
+    error SwarmCoordinatorAlreadyPosted(uint64 round, address subject, address poster);
+    /// @notice The evidence names a group or completion that no batch of the round has.
+    error SwarmCoordinatorInvalidEvidence(uint32 group, uint32 completion);
 
     // ---------------------------------------------------------------- events (docs/PROTOCOL.md, "Events"; frozen)
 
@@ -208,6 +214,17 @@ interface ISwarmCoordinator {
     event RoundArmed(uint64 indexed round, uint256 beaconBlock);
     event RoundSealed(uint64 indexed round, bytes20 beacon, uint256 totalWeight);
     event VerdictsCommitted(uint64 indexed round, address indexed attester);
+    /// @notice A seat that recomputes `subject`'s batch of `round` found completion `completion` of group `group`
+    /// not sampled from the model the batch names, first at token index `token`: every other member re-checks that
+    /// group before it commits (emitted by the EvidenceExtension, at the coordinator's address).
+    event ProvenanceEvidence(
+        uint64 indexed round,
+        address indexed subject,
+        address indexed poster,
+        uint32 group,
+        uint32 completion,
+        uint32 token
+    );
     /// @param weight The attester's vote weight on this batch.
     event VerdictRevealed(
         uint64 indexed round,

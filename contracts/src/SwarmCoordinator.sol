@@ -2,6 +2,7 @@
 pragma solidity ^0.8.24;
 
 import {ISwarmCoordinator} from "./ISwarmCoordinator.sol";
+import {EvidenceExtension} from "./EvidenceExtension.sol";
 
 /// @title SwarmCoordinator (protocol v2)
 /// @notice Coordination bus of the SAPO swarm testnet: staked peers, rounds derived from chain time, rollout
@@ -114,6 +115,8 @@ contract SwarmCoordinator is ISwarmCoordinator {
     /// @dev Rounds after its exit round before a peer may withdraw: J to judge them, J more to settle and report.
     uint64 private immutable _bondedRounds;
     uint256 private immutable _cachedChainId;
+    /// @dev The EvidenceExtension, deployed by the constructor; the fallback delegatecalls it.
+    address private immutable _extension;
     bytes32 private immutable _cachedDomainSeparator;
 
     // ---------------------------------------------------------------- state
@@ -171,6 +174,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
             revert SwarmCoordinatorInvalidParameter("commitDeposit", commitDeposit_);
         }
         commitDeposit = commitDeposit_;
+        _extension = address(new EvidenceExtension());
         _checkPhase("commitRounds", phases.commitRounds, 1);
         _checkPhase("revealRounds", phases.revealRounds, 1);
         _checkPhase("graceRounds", phases.graceRounds, 0);
@@ -513,6 +517,19 @@ contract SwarmCoordinator is ISwarmCoordinator {
         _claimable[msg.sender] += share;
         _burned += amount - share;
         emit AgreementPenalized(round, subject, attester, msg.sender, amount, share);
+    }
+
+    /// @notice Every other call goes to the ProvenanceEvidence extension (`postEvidence`, `recomputes`), run in
+    /// this contract's context; a selector the extension lacks, or plain ether, reverts.
+    fallback() external {
+        address extension = _extension;
+        assembly {
+            calldatacopy(0, 0, calldatasize())
+            let ok := delegatecall(gas(), extension, 0, calldatasize(), 0, 0)
+            returndatacopy(0, 0, returndatasize())
+            if iszero(ok) { revert(0, returndatasize()) }
+            return(0, returndatasize())
+        }
     }
 
     // ---------------------------------------------------------------- views

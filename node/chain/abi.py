@@ -2,7 +2,9 @@
 
 The node, the indexer and the tests all decode calls, events and errors with
 ``node/chain/abi/SwarmCoordinator.json``: a plain JSON list (the ``abi`` field of forge's artifact),
-committed so that a node needs no Solidity toolchain. Regenerate it after changing the contract:
+committed so that a node needs no Solidity toolchain. It holds the functions of the coordinator's
+EvidenceExtension too (``postEvidence``, ``recomputes``): the coordinator's fallback runs them at its
+own address, so to a caller they are the coordinator's. Regenerate it after changing the contracts:
 
     forge build && python -m node.chain.abi --write     # rewrite the committed ABI
     python -m node.chain.abi --check                     # exit 1 when it is stale
@@ -27,6 +29,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_ABI_PATH = Path(__file__).resolve().parent / "abi" / "SwarmCoordinator.json"
 FORGE_ARTIFACT_PATH = (
     REPO_ROOT / "contracts" / "out" / "SwarmCoordinator.sol" / "SwarmCoordinator.json"
+)
+EXTENSION_ARTIFACT_PATH = (
+    REPO_ROOT / "contracts" / "out" / "EvidenceExtension.sol" / "EvidenceExtension.json"
 )
 CONTRACT_SOURCES = REPO_ROOT / "contracts" / "src"
 
@@ -91,6 +96,20 @@ def load_artifact(path: Path | None = None) -> dict[str, Any]:
     return artifact
 
 
+def combined_abi(artifact_path: Path | None = None, extension_path: Path | None = None) -> Abi:
+    """The coordinator's ABI followed by its extension's functions (its events and errors are
+    declared in ISwarmCoordinator, so the coordinator's ABI has them already). The extension's
+    artifact defaults to the one built beside the coordinator's."""
+    abi = load_artifact(artifact_path)["abi"]
+    if extension_path is None and artifact_path is not None:
+        beside = artifact_path.parent.parent / EXTENSION_ARTIFACT_PATH.parent.name
+        extension_path = beside / EXTENSION_ARTIFACT_PATH.name
+        if not extension_path.is_file():
+            extension_path = None
+    extension = load_artifact(extension_path or EXTENSION_ARTIFACT_PATH)["abi"]
+    return abi + [item for item in extension if item["type"] == "function"]
+
+
 def artifact_bytecode(artifact: dict[str, Any]) -> bytes:
     """The creation bytecode of an artifact, as bytes."""
     code = artifact["bytecode"]["object"]
@@ -106,16 +125,21 @@ def artifact_is_stale(path: Path | None = None) -> bool:
     return any(src.stat().st_mtime > built for src in CONTRACT_SOURCES.rglob("*.sol"))
 
 
-def committed_abi_is_current(artifact_path: Path | None = None) -> bool:
-    """True when the committed ABI equals the artifact's ABI, byte for byte as rendered."""
-    fresh = render_abi(load_artifact(artifact_path)["abi"])
+def committed_abi_is_current(
+    artifact_path: Path | None = None, extension_path: Path | None = None
+) -> bool:
+    """True when the committed ABI equals the artifacts' combined ABI, byte for byte as rendered."""
+    fresh = render_abi(combined_abi(artifact_path, extension_path))
     return COMMITTED_ABI_PATH.is_file() and COMMITTED_ABI_PATH.read_text(encoding="utf-8") == fresh
 
 
-def write_committed_abi(artifact_path: Path | None = None) -> Path:
-    """Rewrites the committed ABI from the forge artifact; returns its path."""
+def write_committed_abi(
+    artifact_path: Path | None = None, extension_path: Path | None = None
+) -> Path:
+    """Rewrites the committed ABI from the forge artifacts; returns its path."""
+    fresh = render_abi(combined_abi(artifact_path, extension_path))
     COMMITTED_ABI_PATH.parent.mkdir(parents=True, exist_ok=True)
-    COMMITTED_ABI_PATH.write_text(render_abi(load_artifact(artifact_path)["abi"]), encoding="utf-8")
+    COMMITTED_ABI_PATH.write_text(fresh, encoding="utf-8")
     _load_committed.cache_clear()
     return COMMITTED_ABI_PATH
 
@@ -135,12 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--artifact", type=Path, default=None, help="forge artifact (default: contracts/out)"
     )
+    parser.add_argument(
+        "--extension",
+        type=Path,
+        default=None,
+        help="the EvidenceExtension's forge artifact (default: contracts/out)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.write:
-            print(f"wrote {write_committed_abi(args.artifact)}")
+            print(f"wrote {write_committed_abi(args.artifact, args.extension)}")
             return 0
-        if committed_abi_is_current(args.artifact):
+        if committed_abi_is_current(args.artifact, args.extension):
             print(f"{COMMITTED_ABI_PATH} is up to date")
             return 0
     except ArtifactMissing as exc:

@@ -356,6 +356,28 @@ class CoordinatorClient:
         )
         return bool(seated), int(weight)
 
+    def post_evidence(
+        self, round: int, subject: str, group: int, completion: int, token: int
+    ) -> TxReceipt:
+        """Posts where ``subject``'s batch of ``round`` fails this seat's provenance recompute
+        (once per seat and batch, in the commit phase). Emits ``ProvenanceEvidence``."""
+        return self.transact(
+            "postEvidence", round, to_checksum_address(subject), group, completion, token
+        )
+
+    def recomputes(self, round: int, subject: str, attester: str) -> bool:
+        """Whether ``attester`` is a seat that recomputes ``subject``'s batch of sealed ``round``
+        (``node.provenance.choice.recomputes`` on its seats)."""
+        return bool(
+            self._call(
+                "recomputes", round, to_checksum_address(subject), to_checksum_address(attester)
+            )
+        )
+
+    def recomputing_seats(self) -> int:
+        """m: the seats per batch, on average, that recompute its provenance."""
+        return int(self._call("RECOMPUTING_SEATS"))
+
     def commit_verdicts(
         self, round: int, commitment: bytes, deposit: int | None = None
     ) -> TxReceipt:

@@ -33,7 +33,14 @@ from eth_account.signers.local import LocalAccount
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from web3 import Web3
 
-from node.chain.abi import abi_sha256, abi_type_string, artifact_bytecode, load_artifact, snake_case
+from node.chain.abi import (
+    abi_sha256,
+    abi_type_string,
+    artifact_bytecode,
+    combined_abi,
+    load_artifact,
+    snake_case,
+)
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
 from node.chain.errors import ArtifactMissing, InsufficientFunds
@@ -211,7 +218,7 @@ def deploy_coordinator(
 ) -> Deployment:
     """Deploys with ``config`` from ``account``; returns its record (saved to ``out``)."""
     artifact = load_artifact(artifact_path)
-    if abi_sha256(artifact["abi"]) != abi_sha256():
+    if abi_sha256(combined_abi(artifact_path)) != abi_sha256():
         raise ArtifactMissing(
             "the forge artifact's ABI differs from the committed ABI: run "
             "`python -m node.chain.abi --write` (and commit it) or rebuild the contracts"

@@ -146,6 +146,19 @@ class VerdictsCommitted(ChainEvent):
     attester: Address
 
 
+class ProvenanceEvidence(ChainEvent):
+    """A recomputing seat found completion ``completion`` of group ``group`` of ``subject``'s
+    batch not sampled from its model, first at token index ``token``."""
+
+    event = "ProvenanceEvidence"
+    round: int
+    subject: Address
+    poster: Address
+    group: int
+    completion: int
+    token: int
+
+
 class _RevealedItem:
     """What VerdictRevealed and VerdictIgnored share: the item as revealed (a mixin, so both stay
     direct ChainEvent subclasses for EVENT_TYPES)."""
@@ -284,6 +297,7 @@ PROTOCOL_EVENTS: tuple[type[ChainEvent], ...] = (
     RoundArmed,
     RoundSealed,
     VerdictsCommitted,
+    ProvenanceEvidence,
     VerdictRevealed,
     VerdictIgnored,
     DisputeSettled,
@@ -397,9 +411,10 @@ class EventReader:
         """All matching events in ``[from_block, to_block]``, in chain order.
 
         ``events`` restricts the types (default: all). With ``round``, only events indexed by round
-        (RolloutsPublished, RoundSealed, VerdictsCommitted, VerdictRevealed, VerdictIgnored,
-        DisputeSettled, FlagResolved, AgreementPenalized) can match; with ``peer``, only events
-        indexed by a peer, a subject or (for VerdictsCommitted) an attester.
+        (RolloutsPublished, RoundSealed, VerdictsCommitted, ProvenanceEvidence, VerdictRevealed,
+        VerdictIgnored, DisputeSettled, FlagResolved, AgreementPenalized) can match; with
+        ``peer``, only events indexed by a peer, a subject or (for VerdictsCommitted) an
+        attester.
         """
         found = [
             event

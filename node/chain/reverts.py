@@ -269,6 +269,47 @@ class SwarmCoordinatorBeaconPending(ContractRevert):
         )
 
 
+class SwarmCoordinatorNotRecomputing(ContractRevert):
+    error_name = "SwarmCoordinatorNotRecomputing"
+    fields = ("round", "subject", "poster")
+    round: int
+    subject: str
+    poster: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.poster} is not one of the seats that recompute {self.subject}'s batch of round "
+            f"{self.round} (or the round is not sealed yet): only those may post provenance evidence"
+        )
+
+
+class SwarmCoordinatorAlreadyPosted(ContractRevert):
+    error_name = "SwarmCoordinatorAlreadyPosted"
+    fields = ("round", "subject", "poster")
+    round: int
+    subject: str
+    poster: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.poster} already posted evidence on {self.subject}'s batch of round "
+            f"{self.round}: one piece of evidence per seat and batch"
+        )
+
+
+class SwarmCoordinatorInvalidEvidence(ContractRevert):
+    error_name = "SwarmCoordinatorInvalidEvidence"
+    fields = ("group", "completion")
+    group: int
+    completion: int
+
+    def describe(self) -> str:
+        return (
+            f"group {self.group}, completion {self.completion} is outside the round's batches "
+            "(group < tasksPerRound, completion < groupSize)"
+        )
+
+
 class SwarmCoordinatorWrongDeposit(ContractRevert):
     error_name = "SwarmCoordinatorWrongDeposit"
     fields = ("sent", "required")

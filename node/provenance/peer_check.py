@@ -117,6 +117,19 @@ class Recomputer:
                 first.peer, first.round, RejectReason.VERIFIER_ERROR, repr(exc)[:200]
             )
 
+    def check_chosen(
+        self,
+        groups: Sequence[VerifiedGroup],
+        round_seed: bytes,
+        *,
+        others: Sequence[VerifiedGroup] = (),
+    ) -> BatchProvenance:
+        """A committee seat's check of ``groups`` (some groups of one batch): refused as a copy
+        when another batch among ``others`` names its adapter, else recomputed."""
+        copied = copied_adapters([*groups, *others])
+        first = groups[0]
+        return self._outcome(groups, copied, {first.round: round_seed})
+
     def check_peer_groups(
         self,
         groups: Sequence[VerifiedGroup],

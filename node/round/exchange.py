@@ -36,7 +36,7 @@ from node.chain.models import PeerStatus, Phases, Rules, SealInfo, Verdict, Verd
 from node.config import NodeConfig
 from node.round.errors import NotActive
 from node.round.state import ChainIdentity, OwnBatch
-from node.round.view import SwarmView, check_chain
+from node.round.view import PostedEvidence, SwarmView, check_chain
 from node.storage import ContentStore, StoreError, open_store
 from node.storage.endpoint import (
     EndpointRejected,
@@ -163,6 +163,15 @@ class Exchange(ABC):
     @abstractmethod
     def reveal_verdicts(self, round: int, items: Sequence[VerdictItem], salt: bytes) -> None:
         """Reveals the ballot committed on ``round`` (reveal phase only)."""
+
+    @abstractmethod
+    def post_evidence(self, round: int, subject: str, group: int, completion: int, token: int) -> None:
+        """Posts where ``subject``'s batch of ``round`` fails this seat's recompute (once per
+        seat and batch, commit phase only, by a recomputing seat)."""
+
+    @abstractmethod
+    def evidence(self, round: int) -> list[PostedEvidence]:
+        """The evidence posted on ``round``'s batches so far, in chain order."""
 
     @abstractmethod
     def ballot(self, round: int, attester: str) -> bytes:
@@ -404,6 +413,12 @@ class ChainExchange(Exchange):
 
     def reveal_verdicts(self, round: int, items: Sequence[VerdictItem], salt: bytes) -> None:
         self.client.reveal_verdicts(round, items, salt)
+
+    def post_evidence(self, round: int, subject: str, group: int, completion: int, token: int) -> None:
+        self.client.post_evidence(round, subject, group, completion, token)
+
+    def evidence(self, round: int) -> list[PostedEvidence]:
+        return self.view.evidence(round)
 
     def ballot(self, round: int, attester: str) -> bytes:
         return self.client.ballot(round, attester)

@@ -21,22 +21,27 @@ from node.chain.deployer import DeployConfig
 from node.chain.models import Phases, Rules, SealInfo, Verdict, VerdictItem, VerdictState
 from node.chain.reverts import (
     SwarmCoordinatorAlreadyCommitted,
+    SwarmCoordinatorAlreadyPosted,
     SwarmCoordinatorAlreadySealed,
     SwarmCoordinatorAlreadySettled,
     SwarmCoordinatorAttestationOutOfOrder,
     SwarmCoordinatorCommitmentMismatch,
     SwarmCoordinatorInvalidCounts,
+    SwarmCoordinatorInvalidEvidence,
     SwarmCoordinatorNoDispute,
     SwarmCoordinatorNoFlag,
     SwarmCoordinatorNoPublication,
     SwarmCoordinatorNotPenalizable,
+    SwarmCoordinatorNotRecomputing,
     SwarmCoordinatorNotSealed,
     SwarmCoordinatorNotSettled,
     SwarmCoordinatorRewardOutOfRange,
     SwarmCoordinatorSelfAttestation,
     SwarmCoordinatorWrongPhase,
 )
+from node.provenance.choice import recomputes
 from node.round.exchange import RevealedBallot
+from node.round.view import PostedEvidence
 
 #: The deployments' default phases (grace 1, commit 2, reveal 2: J = 5) and rules (no money moves
 #: in process; the thresholds and k do count), from the one place they are defined.
@@ -82,6 +87,7 @@ class Judging:
     revealed: dict[int, dict[str, RevealedBallot]] = field(default_factory=dict)
     penalized: set[tuple[int, str, str]] = field(default_factory=set)
     slashed: list[tuple[int, str]] = field(default_factory=list)
+    posted: dict[int, list[PostedEvidence]] = field(default_factory=dict)
 
     def published(self, round: int, peer: str) -> None:
         self.tallies[(round, peer)] = Tally()
@@ -105,6 +111,24 @@ class Judging:
         if (round, attester) in self.ballots:
             raise SwarmCoordinatorAlreadyCommitted(round, attester)
         self.ballots[(round, attester)] = commitment
+
+    def post_evidence(self, evidence: PostedEvidence, current: int) -> None:
+        """The EvidenceExtension's ``postEvidence``, with its checks in its order."""
+        round, subject, poster = evidence.round, evidence.subject, evidence.poster
+        self._in_phase(round, current, self.phases.commit_phase(round))
+        tally = self.tallies.get((round, subject))
+        if tally is None or tally.state is not VerdictState.PUBLISHED:
+            raise SwarmCoordinatorNoPublication(round, subject)
+        if evidence.group >= self.rules.tasks_per_round or evidence.completion >= self.rules.group_size:
+            raise SwarmCoordinatorInvalidEvidence(evidence.group, evidence.completion)
+        seal = self.seals.get(round)
+        seated = seal is not None and poster != subject and self.weight_at(poster, round) > 0
+        if not seated or not recomputes(seal.beacon, subject, poster, self.rules.committee_size):
+            raise SwarmCoordinatorNotRecomputing(round, subject, poster)
+        posted = self.posted.setdefault(round, [])
+        if any(e.subject == subject and e.poster == poster for e in posted):
+            raise SwarmCoordinatorAlreadyPosted(round, subject, poster)
+        posted.append(evidence)
 
     def reveal(
         self, round: int, attester: str, items: Sequence[VerdictItem], salt: bytes, current: int
@@ -205,6 +229,7 @@ class Judging:
         """Drops the records of rounds before ``round`` (settled or never to be settled)."""
         self.seals = {r: s for r, s in self.seals.items() if r >= round}
         self.revealed = {r: b for r, b in self.revealed.items() if r >= round}
+        self.posted = {r: e for r, e in self.posted.items() if r >= round}
         for records in (self.tallies, self.ballots, self.flags):
             for key in [k for k in records if k[0] < round]:
                 del records[key]

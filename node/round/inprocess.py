@@ -28,7 +28,7 @@ from node.chain.models import Rules, SealInfo, Verdict, VerdictItem, VerdictStat
 from node.round.exchange import Exchange, RevealedBallot, SwarmInfo
 from node.round.injudging import PHASES, RULES, Judging, Tally
 from node.round.state import ChainIdentity, OwnBatch
-from node.round.view import everyone_published, ordered_commitments
+from node.round.view import PostedEvidence, everyone_published, ordered_commitments
 from node.storage import ContentStore, NotFound, TooLarge, sha256
 from node.storage.base import check_digest, verified
 
@@ -216,6 +216,13 @@ class InProcessExchange(Exchange):
 
     def reveal_verdicts(self, round: int, items: Sequence[VerdictItem], salt: bytes) -> None:
         self.swarm.judging.reveal(round, self._peer(), items, salt, self.swarm.round)
+
+    def post_evidence(self, round: int, subject: str, group: int, completion: int, token: int) -> None:
+        posted = PostedEvidence(round, subject, self._peer(), group, completion, token)
+        self.swarm.judging.post_evidence(posted, self.swarm.round)
+
+    def evidence(self, round: int) -> list[PostedEvidence]:
+        return list(self.swarm.judging.posted.get(round, ()))
 
     def ballot(self, round: int, attester: str) -> bytes:
         return self.swarm.judging.ballots.get((round, attester), bytes(32))

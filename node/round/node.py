@@ -31,6 +31,7 @@ from node.chain.events import RolloutsPublished
 from node.chain.models import Rules, SealInfo, VerdictItem, VerdictState
 from node.chain.units import format_eth
 from node.chain.reverts import (
+    SwarmCoordinatorAlreadyPosted,
     SwarmCoordinatorAlreadySealed,
     SwarmCoordinatorBeaconPending,
     SwarmCoordinatorAlreadySettled,
@@ -53,6 +54,7 @@ from node.round.ballots import (
     settleable,
 )
 from node.round.learner import derived_seed
+from node.round.provenance_duty import CommitteeSeat, amended, duties, evidence_of, rechecks
 from node.round.own import pick_local
 from node.round.produce import Producer
 from node.round.report import RoundReport
@@ -191,6 +193,15 @@ class SwarmNode(Producer):
         ]
         if unjudged:
             self.judge_batches(unjudged, report)
+        if seated and self.config.sampling.check_provenance:
+            seat = CommitteeSeat(round, seal, rules, list(seated), commitments)
+            if round not in state.recomputed:
+                self._recompute_seats(seat, report)
+                state.recomputed.append(round)
+            if current < self.phases.commit_phase(round)[-1]:
+                self._save_state(report)
+                return None  # the ballot waits for the other seats' evidence
+            self._recheck_evidence(seat, report)
         items = self._bonded(ballot_items(seated, state.judged.get(round, {})), round, rules)
         if not items:
             if not seated or current >= self.phases.commit_phase(round)[-1]:
@@ -200,6 +211,85 @@ class SwarmNode(Producer):
         state.ballots[round] = ballot
         self._save_state(report)  # before the commitment: without the salt it cannot be revealed
         return ballot
+
+    def _recompute_seats(self, seat: CommitteeSeat, report: RoundReport) -> None:
+        """Recomputes the chosen groups of each batch this seat recomputes, amends its verdicts
+        and posts the evidence against those that fail."""
+        chosen = duties(
+            seat.seal.beacon,
+            seat.rules.committee_size,
+            self.address,
+            seat.seated,
+            seat.rules.tasks_per_round,
+        )
+        for subject, outcome, groups in self._recompute(seat, chosen, report):
+            found = evidence_of(outcome, chosen[subject])
+            if found is not None:
+                self._post_evidence(seat.round, subject, found)
+
+    def _recheck_evidence(self, seat: CommitteeSeat, report: RoundReport) -> None:
+        """Recomputes the groups other recomputing seats posted evidence on, before committing."""
+        wanted = rechecks(
+            self.exchange.evidence(seat.round),
+            seat.seal.beacon,
+            seat.rules.committee_size,
+            self.address,
+            seat.seated,
+            seat.rules.tasks_per_round,
+        )
+        for subject, outcome, _ in self._recompute(seat, wanted, report):
+            log.info(
+                "%s: re-checked the evidence on %s's round %d: %s",
+                self.address,
+                subject,
+                seat.round,
+                "it holds" if outcome.reason is not None else "it does not hold here",
+            )
+
+    def _recompute(
+        self, seat: CommitteeSeat, wanted: dict[str, list[int]], report: RoundReport
+    ) -> list[tuple[str, BatchProvenance, dict[int, VerifiedGroup]]]:
+        """Fetches the batches of ``wanted`` again, recomputes the groups named and records each
+        amended verdict; what was checked, by subject."""
+        state = self._state()
+        batches = [c for c in seat.commitments if c.peer in wanted]
+        if not batches:
+            return []
+        intake = self._intake(seat.round, batches)
+        others = [g for v in intake.verdicts for g in v.groups]
+        recomputer = Recomputer(self.learner.pool, self.learner.tokenizer, self.exchange.store)
+        seed = round_seed(self.genesis_seed, seat.round)
+        done = []
+        for verdict in intake.verdicts:
+            judged = state.verdict(seat.round, verdict.peer)
+            groups = {g.task.index: g for g in verdict.groups if g.task.index in wanted[verdict.peer]}
+            if judged is None or not groups:
+                continue  # not judged here, or invalid already: nothing to recompute
+            with report.timings.measure("provenance"):
+                outcome = recomputer.check_chosen(list(groups.values()), seed, others=others)
+            self._log_provenance(outcome, report)
+            state.record(seat.round, verdict.peer, amended(judged, outcome, groups))
+            done.append((verdict.peer, outcome, groups))
+        return done
+
+    def _post_evidence(self, round: int, subject: str, found: tuple[int, int, int]) -> None:
+        group, completion, token = found
+        try:
+            self.exchange.post_evidence(round, subject, group, completion, token)
+        except SwarmCoordinatorAlreadyPosted:
+            pass  # posted before a restart
+        except ContractRevert as exc:
+            log.error("%s: evidence on %s's round %d refused: %s", self.address, subject, round, exc)
+            return
+        log.warning(
+            "%s: posted provenance evidence on %s's round %d: group %d, completion %d, token %d",
+            self.address,
+            subject,
+            round,
+            group,
+            completion,
+            token,
+        )
 
     def _bonded(self, items: list[VerdictItem], round: int, rules: Rules) -> list[VerdictItem]:
         """``items`` without the flags this node's free stake cannot bond in full at reveal time

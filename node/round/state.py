@@ -102,6 +102,9 @@ class NodeState(_Model):
     judged: dict[int, dict[Address, Judged]] = Field(default_factory=dict)
     ballots: dict[int, Ballot] = Field(default_factory=dict)
     abstained: list[int] = Field(default_factory=list)
+    recomputed: list[int] = Field(
+        default_factory=list, description="Rounds whose committee recomputes this node has done."
+    )
     flags: list[tuple[int, Address]] = Field(default_factory=list)
 
     def verdict(self, round: int, peer: str) -> Judged | None:
@@ -121,6 +124,7 @@ class NodeState(_Model):
         self.judged = {r: j for r, j in self.judged.items() if r >= oldest_round}
         self.ballots = {r: b for r, b in self.ballots.items() if r >= oldest_round}
         self.abstained = [r for r in self.abstained if r >= oldest_round]
+        self.recomputed = [r for r in self.recomputed if r >= oldest_round]
 
 
 def load_state(directory: Path) -> NodeState | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from node.chain.client import CoordinatorClient
 from node.chain.deployment import Deployment
@@ -25,6 +26,7 @@ from node.chain.events import (
     EventReader,
     ExitRequested,
     PeerRegistered,
+    ProvenanceEvidence,
     RolloutsPublished,
     Withdrawn,
 )
@@ -56,6 +58,19 @@ def check_chain(client: CoordinatorClient, deployment: Deployment, *, seen_block
         )
 
 
+@dataclass(frozen=True)
+class PostedEvidence:
+    """A recomputing seat's evidence on ``subject``'s batch of ``round`` (``ProvenanceEvidence``):
+    completion ``completion`` of group ``group`` fails first at token ``token``."""
+
+    round: int
+    subject: str
+    poster: str
+    group: int
+    completion: int
+    token: int
+
+
 class SwarmView:
     """Active peers, per-round commitments and store endpoints, from events since
     ``start_block``; store endpoints count with a proof for ``domain`` (the deployment read), and
@@ -73,6 +88,7 @@ class SwarmView:
         self.next_block = start_block
         self.active: set[str] = set()
         self.published: dict[int, dict[str, RolloutsPublished]] = {}
+        self.posted: dict[int, list[PostedEvidence]] = {}
         self.endpoints = AnnouncedEndpoints(domain, allow_private=allow_private)
 
     def refresh(self, latest_block: int) -> None:
@@ -82,7 +98,14 @@ class SwarmView:
         events = self.reader.read(
             self.next_block,
             latest_block,
-            events=[PeerRegistered, ExitRequested, Withdrawn, RolloutsPublished, EndpointAnnounced],
+            events=[
+                PeerRegistered,
+                ExitRequested,
+                Withdrawn,
+                RolloutsPublished,
+                EndpointAnnounced,
+                ProvenanceEvidence,
+            ],
         )
         for event in events:
             if isinstance(event, PeerRegistered):
@@ -96,6 +119,8 @@ class SwarmView:
                 self.published.setdefault(event.round, {})[event.peer] = event
             elif isinstance(event, EndpointAnnounced):
                 self._announced(event)
+            elif isinstance(event, ProvenanceEvidence):
+                self.posted.setdefault(event.round, []).append(_posted(event))
         self.next_block = latest_block + 1
 
     def _announced(self, event: EndpointAnnounced) -> None:
@@ -121,8 +146,19 @@ class SwarmView:
         """True when every active peer other than ``besides`` has published ``round``."""
         return everyone_published(self.active, self.published, round, besides=besides)
 
+    def evidence(self, round: int) -> list[PostedEvidence]:
+        """The provenance evidence posted on ``round``'s batches, in chain order."""
+        return list(self.posted.get(round, ()))
+
     def forget_before(self, round: int) -> None:
         self.published = {r: c for r, c in self.published.items() if r >= round}
+        self.posted = {r: e for r, e in self.posted.items() if r >= round}
+
+
+def _posted(event: ProvenanceEvidence) -> PostedEvidence:
+    return PostedEvidence(
+        event.round, event.subject, event.poster, event.group, event.completion, event.token
+    )
 
 
 Published = dict[int, dict[str, RolloutsPublished]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from node.chain import abi as abi_module
 from node.chain import revert_decoding  # noqa: F401 - registers the revert classes
-from node.chain.abi import COMMITTED_ABI_PATH, load_abi, load_artifact, render_abi, snake_case
+from node.chain.abi import COMMITTED_ABI_PATH, combined_abi, load_abi, render_abi, snake_case
 from node.chain.client import CoordinatorClient
 from node.chain.errors import ContractRevert
 from node.chain.events import EVENT_TYPES, ChainEvent
@@ -23,7 +23,7 @@ def _of(kind: str) -> list[dict]:
 
 
 def test_committed_abi_equals_fresh_forge_build(contract_artifact: Path) -> None:
-    fresh = render_abi(load_artifact(contract_artifact)["abi"])
+    fresh = render_abi(combined_abi(contract_artifact))
     assert COMMITTED_ABI_PATH.read_text() == fresh, (
         "node/chain/abi/SwarmCoordinator.json is stale: run `python -m node.chain.abi --write` and "
         "commit it"

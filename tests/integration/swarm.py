@@ -139,6 +139,11 @@ class InflatingNode(SwarmNode):
         )
 
 
+class ForgingNode(SwarmNode):
+    """A plain node with an AnsweringLearner, named for what it is in provenance tests: its
+    batches hold answers its model never sampled."""
+
+
 class WithholdingNode(SwarmNode):
     """Names an adapter it never stores (a forger hoping nobody can recompute its samples)."""
 

@@ -18,8 +18,12 @@ from eth_account.signers.local import LocalAccount
 from node.round.learner import Learner
 from node.round.lockstep import run_lockstep
 from node.round.node import SwarmNode
-from tests.chain_fixtures import ChainControl
-from tests.integration.swarm import CopyingNode, WithholdingNode
+from tests.chain_fixtures import ETHER, ChainControl
+from node.chain.client import CoordinatorClient
+from node.chain.events import ProvenanceEvidence
+from node.chain.models import VerdictState
+from node.round.injudging import PHASES
+from tests.integration.swarm import CopyingNode, ForgingNode, WithholdingNode
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +88,33 @@ def test_a_copied_adapter_keeps_a_batch_out_of_training(
         # one round, one adapter: the receiver cannot tell the copy, and trains on neither
         assert report.rejections == {"adapter_mismatch": 2}
         assert report.external_groups == 0
+
+
+def test_a_committee_posts_evidence_against_a_forger_and_its_flags_slash_it(
+    chain: ChainControl,
+    dev_accounts: list[LocalAccount],
+    node_factory: Callable[..., SwarmNode],
+    client_for: Callable[..., CoordinatorClient],
+) -> None:
+    """k = 3 = m: every seat recomputes. Two honest seats recompute two groups each of the
+    forger's batch, post evidence, re-check each other's, flag it; the flags are upheld and the
+    forger is slashed. Neither honest batch is flagged (the factory asserts no honest node lost
+    stake)."""
+    owner = client_for(dev_accounts[0])
+    rules = owner.rules_at(chain.current_round()).model_copy(update={"committee_size": 3})
+    owner.schedule_parameters(ETHER, rules)
+    start = owner.rules_by_index(owner.rules_count() - 1).from_round
+    honest = [_receiver(node_factory, dev_accounts[i], check=True) for i in (1, 2)]
+    forger = node_factory(dev_accounts[3], "forger", node_class=ForgingNode)
+    stake = owner.peer_info(forger.address).stake
+    chain.warp_to_round(start)
+    run_lockstep([*honest, forger], PHASES.judging_rounds + 2, chain.warp_to_round)
+
+    reader = honest[0].exchange.view.reader
+    events = reader.read(0, chain.w3.eth.block_number, events=[ProvenanceEvidence], round=start)
+    posted = {e.poster for e in events if e.subject == forger.address}
+    assert posted == {h.address for h in honest}
+    assert owner.verdict(start, forger.address).state is VerdictState.UPHELD
+    assert owner.peer_info(forger.address).stake < stake
+    for node in honest:
+        assert owner.verdict(start, node.address).flaggers == 0
