@@ -199,6 +199,7 @@ _VERDICT_COLUMNS = (
     "reward_max_milli",
     "claimed_in_range",
     "verified_in_range",
+    "evidence",
 )
 
 
@@ -239,6 +240,7 @@ def _recompute_verdicts(
             )
         }
         claimed = _claims(conn, chunk)
+        evidence = _evidence_counts(conn, chunk)
         params = [
             {
                 "k_round": key[0],
@@ -246,6 +248,7 @@ def _recompute_verdicts(
                 **_verdict(
                     votes[key], outcomes.get(key), claimed.get(key), rules.batch_max_milli(key[0])
                 ),
+                "evidence": evidence.get(key, 0),
             }
             for key in chunk
         ]
@@ -259,6 +262,17 @@ def _claims(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, s
         tuple_(p.c.round, p.c.peer).in_(chunk)
     )
     return {(row.round, row.peer): row.claimed_milli for row in conn.execute(query)}
+
+
+def _evidence_counts(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """How many recomputing seats posted provenance evidence on each batch among ``chunk``."""
+    e = schema.evidence
+    query = (
+        select(e.c.round, e.c.subject, func.count())
+        .where(tuple_(e.c.round, e.c.subject).in_(chunk))
+        .group_by(e.c.round, e.c.subject)
+    )
+    return {(row[0], row[1]): int(row[2]) for row in conn.execute(query)}
 
 
 def _reward_range(maximum: int, claimed: int | None, verified: int | None) -> dict[str, Any]:

@@ -220,6 +220,13 @@ def _inconclusive(conn: Connection) -> None:
     _recount_totals(conn)
 
 
+def _provenance_evidence(conn: Connection) -> None:
+    """Committee recompute: the ``evidence`` table (ProvenanceEvidence) and each batch's count of
+    it. No older database holds such an event: the count starts at 0."""
+    schema.metadata.create_all(conn, checkfirst=True)
+    _add_missing_columns(conn, (("publications", "evidence", "0"),))
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
@@ -228,6 +235,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (4, "protocol v2: seals, votes, settlements, duties and the v2 columns", _protocol_v2),
     (5, "rewards count only within [0, batch maximum]; unapplied events", _reward_ranges),
     (6, "protocol v3: inconclusive settlements, n and G of the rules", _inconclusive),
+    (7, "provenance evidence: its table and each batch's count", _provenance_evidence),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

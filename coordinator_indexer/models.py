@@ -138,6 +138,18 @@ class Vote(DeprecatedNames):
     attester: str = deprecated("voter")
 
 
+class Evidence(BaseModel):
+    """One ProvenanceEvidence: where a recomputing seat found the batch not sampled from the
+    model it names."""
+
+    poster: str
+    group: int = Field(description="The failing group's index in the batch.")
+    completion: int = Field(description="The failing completion's index in its group.")
+    token: int = Field(description="Its first token below the hard tolerance.")
+    block_number: int
+    tx_hash: str
+
+
 class Batch(DeprecatedNames):
     renamed: ClassVar[dict[str, str]] = {"attestations": "verdicts_counted"}
 
@@ -175,6 +187,11 @@ class Batch(DeprecatedNames):
     agree_weight_wei: str = Field(description="Vote weight of the agreeing committee votes.")
     flag_weight_wei: str = Field(description="Vote weight of the flagging committee votes.")
     ignored: int = Field(description="Revealed items that did not count (VerdictIgnored).")
+    evidence: int = Field(
+        0,
+        description="Recomputing seats that posted provenance evidence against the batch "
+        "(ProvenanceEvidence: a completion its publisher's model did not sample).",
+    )
     outcome: Literal["upheld", "rejected", "inconclusive"] | None = Field(
         description="Settlement (DisputeSettled.outcome): upheld (the flags won: slashed, no "
         "verified reward), rejected (the agreements outweighed the flags), inconclusive (neither "
@@ -191,6 +208,9 @@ class Batch(DeprecatedNames):
     tx_hash: str
     votes: list[Vote] | None = Field(
         None, description="The committee's revealed votes (in /api/rounds/{round} only)."
+    )
+    evidence_posted: list[Evidence] | None = Field(
+        None, description="The provenance evidence posted on it (in /api/rounds/{round} only)."
     )
     attestations: int = deprecated("verdicts_counted")
 

@@ -255,6 +255,7 @@ def _batch(row: Any, closed_before: int | None) -> dict:
         "agree_weight_wei": row.agree_weight_wei,
         "flag_weight_wei": row.flag_weight_wei,
         "ignored": row.ignored,
+        "evidence": row.evidence,
         "outcome": row.outcome,
         "verified": bool(row.verified),
         "pending": batch_is_pending(row.round, bool(row.settled), row.flags, closed_before),
@@ -307,6 +308,7 @@ def round_detail(conn: Connection, round_: int, *, closed_before: int | None = N
         )
     ).all()
     votes = _round_votes(conn, round_, {b.peer: b.reward_max_milli for b in batches})
+    evidence = _round_evidence(conn, round_)
     u = schema.duties
     duties = conn.execute(
         select(u, _P.c.name)
@@ -315,7 +317,12 @@ def round_detail(conn: Connection, round_: int, *, closed_before: int | None = N
         .order_by(address_order(u.c.peer))
     ).all()
     shown = [
-        {**_batch(b, closed_before), "name": b.name, "votes": votes.get(b.peer, [])}
+        {
+            **_batch(b, closed_before),
+            "name": b.name,
+            "votes": votes.get(b.peer, []),
+            "evidence_posted": evidence.get(b.peer, []),
+        }
         for b in batches
     ]
     return {
@@ -344,6 +351,27 @@ def _round_votes(conn: Connection, round_: int, maxima: dict[str, int]) -> dict[
                 "is_flag": bool(row.is_flag),
                 "counted": bool(row.counted),
                 "weight_wei": row.weight_wei,
+                "block_number": row.block_number,
+                "tx_hash": row.tx_hash,
+            }
+        )
+    return out
+
+
+def _round_evidence(conn: Connection, round_: int) -> dict[str, list[dict]]:
+    """The round's provenance evidence per subject, in chain order."""
+    e = schema.evidence
+    rows = conn.execute(
+        select(e).where(e.c.round == round_).order_by(e.c.block_number, e.c.log_index)
+    ).all()
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row.subject, []).append(
+            {
+                "poster": row.poster,
+                "group": row.group_index,
+                "completion": row.completion_index,
+                "token": row.token_index,
                 "block_number": row.block_number,
                 "tx_hash": row.tx_hash,
             }

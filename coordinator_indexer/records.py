@@ -29,6 +29,7 @@ from node.chain.events import (
     FlagResolved,
     ParametersScheduled,
     PeerRegistered,
+    ProvenanceEvidence,
     RolloutsPublished,
     RoundSealed,
     StakeAdded,
@@ -326,6 +327,19 @@ def _add_verdict_event(records: Records, event: ChainEvent) -> bool:  # noqa: C9
                 {**_position(event), "round": event.round, "attester": event.attester}
             )
             touched.peers.add(event.attester)
+        case ProvenanceEvidence():
+            rows[schema.evidence].append(
+                {
+                    **_position(event),
+                    "round": event.round,
+                    "subject": event.subject,
+                    "poster": event.poster,
+                    "group_index": event.group,
+                    "completion_index": event.completion,
+                    "token_index": event.token,
+                }
+            )
+            touched.batch(event.round, event.subject)
         case VerdictRevealed():
             rows[schema.votes].append(_vote_row(event, event.weight))
             touched.batch(event.round, event.subject, event.attester)

@@ -169,6 +169,7 @@ publications = Table(
     Column("reward_max_milli", BigInteger, nullable=False, default=0),
     Column("claimed_in_range", Boolean, nullable=False, default=False),
     Column("verified_in_range", Boolean, nullable=True),
+    Column("evidence", Integer, nullable=False, default=0),  # ProvenanceEvidence events on it
     Index("ix_publications_peer", "peer"),
     Index("ix_publications_block", "block_number"),
 )
@@ -205,6 +206,20 @@ commits = Table(
     Column("attester", ADDRESS, primary_key=True),
     *_position_columns(),
     Index("ix_commits_block", "block_number"),
+)
+
+# ProvenanceEvidence: a recomputing seat's evidence that a batch was not sampled from its model.
+evidence = Table(
+    "evidence",
+    metadata,
+    Column("round", BigInteger, primary_key=True),
+    Column("subject", ADDRESS, primary_key=True),
+    Column("poster", ADDRESS, primary_key=True),
+    Column("group_index", BigInteger, nullable=False),
+    Column("completion_index", BigInteger, nullable=False),
+    Column("token_index", BigInteger, nullable=False),
+    *_position_columns(),
+    Index("ix_evidence_block", "block_number"),
 )
 
 # VerdictRevealed (counted, with its vote weight) and VerdictIgnored (not counted, weight NULL).
@@ -400,6 +415,7 @@ EVENT_TABLES = (
     seals,
     seal_weights,
     commits,
+    evidence,
     votes,
     settlements,
     flag_resolutions,

@@ -352,8 +352,10 @@ def _touched_above(conn: Connection, number: int) -> Touched:
         select(v.c.round, v.c.subject, v.c.attester).where(v.c.block_number > number)
     ):
         touched.batch(row.round, row.subject, row.attester)
-    for row in conn.execute(select(d.c.round, d.c.subject).where(d.c.block_number > number)):
-        touched.batch(row.round, row.subject)
+    for table in (d, schema.evidence):
+        query = select(table.c.round, table.c.subject).where(table.c.block_number > number)
+        for row in conn.execute(query):
+            touched.batch(row.round, row.subject)
     touched.rules = _rules_above(conn, number)
     return touched
 

@@ -239,7 +239,7 @@ function renderBatches(peer) {
       verifiedCell(b),
       el("td", { class: "num agree-weight" }, weightEth(b.agree_weight_wei)),
       el("td", { class: "num flag-weight" }, weightEth(b.flag_weight_wei)),
-      el("td", { class: "num" }, `${b.agreements} agree · ${b.flags} flag${b.ignored ? ` · ${b.ignored} ignored` : ""}`),
+      el("td", { class: "num" }, `${b.agreements} agree · ${b.flags} flag${b.ignored ? ` · ${b.ignored} ignored` : ""}${b.evidence ? ` · ${b.evidence} provenance evidence` : ""}`),
       el("td", { class: `outcome ${b.pending ? "pending" : b.outcome || ""}` }, outcomeText(b))));
   if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no batches yet")));
   $("batch-rows").replaceChildren(...rows);

@@ -649,3 +649,71 @@ def test_a_reorg_takes_rules_back_and_the_batch_maxima_with_them(
     fresh = indexer("fresh")
     fresh.sync()
     assert tables(following.store) == tables(fresh.store)
+
+
+# ------------------------------------------------------------------- provenance evidence
+
+
+def evidence(round_: int, subject: str, poster: str, group: int = 1, **fields: int):
+    values = {"round": round_, "subject": address(subject), "poster": address(poster)}
+    values |= {"group": group, "completion": 0, "token": 0, **fields}
+    return ("ProvenanceEvidence", values)
+
+
+def play_evidence(source: Emitter) -> None:
+    """alice and bob judge each other in R; two seats post evidence against bob's batch (one with
+    every field at its largest), one against a batch never published, one in a round past the
+    tables' range."""
+    play_honest_round(source, R)
+    source.emit_many(
+        [
+            evidence(R, "bob", "alice", group=2, completion=3, token=7),
+            evidence(R, "bob", "carol", group=U32, completion=U32, token=U32),
+            evidence(R, "nobody", "alice"),
+            evidence(U64, "bob", "alice"),
+        ]
+    )
+
+
+def test_provenance_evidence_is_shown_on_its_batch_and_rolls_back_with_a_reorg(
+    emitter, serve, tmp_path, open_store, sqlite_url  # noqa: F811 - fixtures
+) -> None:
+    emitter.emit_many([registered(name, ETHER) for name in ("alice", "bob", "carol")])
+    play_evidence(emitter)
+    service = serve(f"sqlite:///{tmp_path / 'evidence.db'}")
+    caught_up(service, emitter.w3)
+    batches = {b["name"]: b for b in get(service, f"/api/rounds/{R}")["batches"]}
+    assert (batches["alice"]["evidence"], batches["alice"]["evidence_posted"]) == (0, [])
+    bob = batches["bob"]
+    assert bob["evidence"] == 2
+    assert [(e["poster"], e["group"], e["completion"], e["token"]) for e in bob["evidence_posted"]] == [
+        (address("alice"), 2, 3, 7),
+        (address("carol"), U32, U32, U32),
+    ]
+    (listed,) = get(service, f"/api/peers/{address('bob')}")["batches"]
+    assert listed["evidence"] == 2 and listed["verified_reward"] == 4.5  # evidence is no vote
+    assert get(service, "/api/stats")["unapplied_events"] == 1  # the round past 2^63 - 1
+
+    following = Indexer(
+        emitter.w3,
+        emitter.deployment,
+        open_store(sqlite_url("following")),
+        IngestSettings(confirmations=10, poll_interval=0.05),
+        retry=TEST_RETRY,
+    )
+    following.prepare()
+    following.sync()
+    assert following.store.counts()["evidence"] == 3  # on bob's batch twice, on no batch once
+    emitter.w3.provider.make_request("anvil_reorg", [1, []])  # type: ignore[attr-defined]
+    following.sync()
+    fresh = Indexer(
+        emitter.w3,
+        emitter.deployment,
+        open_store(sqlite_url("fresh")),
+        IngestSettings(confirmations=10, poll_interval=0.05),
+        retry=TEST_RETRY,
+    )
+    fresh.prepare()
+    fresh.sync()
+    assert tables(following.store) == tables(fresh.store)
+    assert following.store.counts()["evidence"] == 0

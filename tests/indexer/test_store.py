@@ -157,7 +157,7 @@ def test_migration_4_brings_a_v1_release_database_forward(sqlite_url, request, d
     make_v3_database(url, with_rows=True)
     store = Store.open(url)
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 6
+        assert current_version(store.engine) == LATEST_VERSION == 7
         names = set(inspect(store.engine).get_table_names())
         assert {t.name for t in schema.metadata.sorted_tables} <= names
         assert set(schema.LEGACY_TABLES) <= names
@@ -274,7 +274,7 @@ def test_migration_6_settles_a_tie_inconclusive_and_the_indexer_reads_n_and_g_ag
 
     store = Store.open(url)  # migrated, not yet prepared: n and G are still unknown
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 6
+        assert current_version(store.engine) == LATEST_VERSION == 7
         with store.engine.connect() as conn:
             (settled,) = conn.execute(select(schema.settlements)).all()
             rules = conn.execute(select(schema.rules)).all()
@@ -401,3 +401,31 @@ def test_the_api_serves_from_postgres(
     assert [names[e["address"]] for e in board["entries"]] == swarm.ranking()
     assert stats["verified_batches"] == 7 and stats["batches"] == 8
     assert sum(e["verified_batches"] for e in board["entries"]) == 7
+
+
+def test_migration_7_adds_the_evidence_table_and_each_batchs_count(sqlite_url) -> None:
+    """Schema version 6 -> 7: the ``evidence`` table and ``publications.evidence`` (0 for every
+    batch: no older database holds a ProvenanceEvidence) appear; the batches stay."""
+    url = sqlite_url()
+    store = Store.open(url)
+    with store.engine.begin() as conn:
+        conn.execute(
+            schema.publications.insert().values(
+                round=3, peer="0x" + "11" * 20, digest="0x" + "22" * 32, groups=1, completions=2,
+                claimed_milli=500, block_number=9, log_index=0, tx_hash="0x" + "33" * 32,
+            )
+        )  # fmt: skip
+        conn.execute(text("DROP TABLE evidence"))
+        conn.execute(text("ALTER TABLE publications DROP COLUMN evidence"))
+        conn.execute(text("DELETE FROM schema_migrations WHERE version = 7"))
+    store.close()
+
+    store = Store.open(url)
+    try:
+        assert current_version(store.engine) == LATEST_VERSION == 7
+        assert "evidence" in inspect(store.engine).get_table_names()
+        with store.engine.connect() as conn:
+            (batch,) = conn.execute(select(schema.publications)).all()
+        assert (batch.round, batch.claimed_milli, batch.evidence) == (3, 500, 0)
+    finally:
+        store.close()
