@@ -7,8 +7,10 @@ For round r (once its reveal phase is over, so the tally is final):
    state (published, upheld, rejected, inconclusive);
 2. every batch is fetched from the configured store by its digest and verified exactly as a node
    verifies it (``node.sampling.intake``: re-hash, decode, signature, body, shape, tasks, re-score
-   every completion): the auditor's own check is *flag* (a wrong reward or an invalid batch) or
-   *agree*; n and G come from the round's rules (``rulesAt``);
+   every completion), and with a model every group it kept is recomputed under the batch's
+   adapter (``node.provenance``): the auditor's own check is *flag* (a wrong reward, an invalid
+   batch, or completions its publisher's model did not sample) or *agree*; n and G come from the
+   round's rules (``rulesAt``);
 3. the committee's decision is *flag* when the batch was upheld, *agree* when the flags were
    rejected or nobody flagged, *inconclusive* when neither side won (a flagged batch not settled
    yet gets what settling it would give by the round's rules), *none* when no vote counted; own
@@ -95,7 +97,7 @@ def audit_round(
             verdicts[commitment.peer],
             votes,
             board,
-            _provenance(recomputer, verdicts[commitment.peer], seed),
+            _recomputed(recomputer, verdicts[commitment.peer], seed),
         )
         for commitment in sorted(published, key=lambda c: int(c.peer, 16))
     )
@@ -190,33 +192,63 @@ def _verify(
     return {verdict.peer: verdict for verdict in report.verdicts}
 
 
-def _provenance(recomputer: Recomputer | None, verdict: PeerVerdict, round_seed: bytes) -> str:
-    """What recomputing the verdict's kept groups found, in words."""
+@dataclass(frozen=True)
+class _Recomputed:
+    """What recomputing a verdict's kept groups found: in words, and whether it proves a flag."""
+
+    text: str
+    flag: tuple[str, str] | None = None  # (reason code, detail)
+
+
+#: Recompute outcomes that prove the batch invalid (docs/PROTOCOL.md, "Who recomputes").
+_PROVEN = frozenset({"provenance", "adapter_mismatch"})
+
+
+def _recomputed(
+    recomputer: Recomputer | None, verdict: PeerVerdict, round_seed: bytes
+) -> _Recomputed:
     if recomputer is None or not verdict.groups:
-        return "not recomputed"
+        return _Recomputed("not recomputed")
     outcome = recomputer.check_batch(verdict.groups, round_seed)
     if outcome.reason is not None:
-        return f"{outcome.reason.value}: {outcome.detail}"
+        code = outcome.reason.value
+        proven = (code, outcome.detail) if code in _PROVEN else None
+        return _Recomputed(f"{code}: {outcome.detail}", proven)
     result = outcome.result
     assert result is not None
     total = sum(len(g.completions) for g in verdict.groups)
-    return (
+    return _Recomputed(
         f"passed, {len(result.excluded)} of {total} completions excluded "
         f"(worst margin {result.worst_margin:+.1e})"
     )
 
 
-def _own_check(verdict: PeerVerdict) -> OwnCheck:
+def _own_check(verdict: PeerVerdict, recomputed: _Recomputed) -> OwnCheck:
     item = verdict.item()
     assert item is not None
-    return OwnCheck(
+    own = OwnCheck(
         decision="flag" if item.is_flag else "agree",
         checked=item.checked,
         agreed=item.agreed,
         verified_reward_milli=item.verified_reward_sum,
         reason=verdict.reason.value if verdict.reason else None,
         detail=verdict.detail,
+        provenance=recomputed.text,
     )
+    if own.decision == "agree" and recomputed.flag is not None:
+        reason, detail = recomputed.flag
+        return replace(
+            own, decision="flag", agreed=0, verified_reward_milli=0, reason=reason, detail=detail
+        )
+    return own
+
+
+def _why(own: OwnCheck) -> str:
+    """Why the auditor's own check flags a batch, in words."""
+    if own.reason in _PROVEN:
+        return f"{own.reason}: its publisher's model did not sample it"
+    wrong = f"{own.checked - own.agreed} of {own.checked} claimed rewards wrong"
+    return wrong + (f", {own.reason}" if own.reason else "")
 
 
 def _committee(
@@ -268,9 +300,9 @@ def _batch_audit(
     verdict: PeerVerdict,
     votes: dict[str, list[Vote]],
     board: dict[str, dict[str, Any]] | None,
-    provenance: str,
+    recomputed: _Recomputed,
 ) -> BatchAudit:
-    own = replace(_own_check(verdict), provenance=provenance)
+    own = _own_check(verdict, recomputed)
     committee = _committee(client, round, commitment.peer, votes.get(commitment.peer, []))
     problems = _chain_disagreements(own, committee)
     shown = None
@@ -290,19 +322,10 @@ def _batch_audit(
 def _chain_disagreements(own: OwnCheck, committee: Committee) -> list[str]:
     outcome = outcome_text(committee.outcome, committee.flaggers > 0)
     if own.decision == "flag" and committee.decision == "agree":
-        return [
-            (
-                f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
-                f"wrong{', ' + own.reason if own.reason else ''}), the committee accepted it "
-                f"(outcome {outcome})"
-            )
-        ]
+        return [f"own check flags it ({_why(own)}), the committee accepted it (outcome {outcome})"]
     if own.decision == "flag" and committee.decision == "none":
         return [
-            (
-                f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
-                "wrong), but no committee vote counted: it went unjudged"
-            )
+            f"own check flags it ({_why(own)}), but no committee vote counted: it went unjudged"
         ]
     if own.decision == "agree" and committee.decision == "flag":
         return [
@@ -311,9 +334,8 @@ def _chain_disagreements(own: OwnCheck, committee: Committee) -> list[str]:
     if own.decision == "flag" and committee.decision == "inconclusive":
         return [
             (
-                f"own check flags it ({own.checked - own.agreed} of {own.checked} claimed rewards "
-                "wrong), the committee's flags were too light to decide it: inconclusive (no "
-                "slash, no verified reward)"
+                f"own check flags it ({_why(own)}), the committee's flags were too light to "
+                "decide it: inconclusive (no slash, no verified reward)"
             )
         ]
     return []

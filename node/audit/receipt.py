@@ -35,9 +35,11 @@ class OwnCheck:
     reason: str | None = None
     detail: str = ""
     provenance: str = "not recomputed"
-    """The recompute of the batch's groups under its adapter: "passed", how many completions
-    were excluded, or the reason code it failed with (committees do not recompute yet, so it
-    is shown, not compared)."""
+    """The recompute of every group the re-scoring kept, under the batch's adapter: "passed" and
+    how many completions were excluded, or the reason code it failed with. A ``provenance`` or
+    ``adapter_mismatch`` failure makes the decision a flag (what the batch and its adapter hold
+    prove it); ``adapter_missing`` is shown only: a publisher unpins its adapter once the batch
+    leaves the judging window, so an audit after that finds none."""
 
 
 @dataclass(frozen=True)

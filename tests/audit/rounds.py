@@ -4,6 +4,11 @@ judges them by commit-reveal with the verdicts a node's intake computes.
 
 carol may cheat: her first group's completions all claim reward 1.0 (the batch is re-signed and
 committed with the inflated reward sum), so a verifier finds some of her claims wrong.
+
+The batches name the tiny model's weights (``swarm audit`` loads it: ``[model] source = "tiny"``).
+Written by hand, they name an adapter nobody stored, so their recompute finds ``adapter_missing``;
+a peer in ``sampled`` instead samples its batch with a real adapter over the tiny model and stores
+it, and a peer in ``forged`` stores that adapter but publishes the hand-written texts under it.
 """
 
 from __future__ import annotations
@@ -18,8 +23,18 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import ballot_commitment, new_salt, sort_items
 from node.chain.events import EventReader, RolloutsPublished
 from node.chain.models import VerdictItem
+from node.policy.adapters import AdapterPool, base_weights
+from node.policy.generation import SamplingConfig
+from node.policy.grpo import GRPOConfig
+from node.policy.model import load_base
+from node.provenance.adapter import weights_digest
+from node.provenance.model_info import lora_shape
+from node.provenance.publish import publish_adapter
+from node.provenance.seeds import SAMPLER_ID, batch_seeds
 from node.rollouts import Group, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
+from node.rollouts.schema import ModelInfo
+from node.round.learner import Learner, LearnerSettings
 from node.sampling.intake import intake_round
 from node.sampling.verify import RoundContext
 from node.storage import LocalStore
@@ -30,12 +45,16 @@ from tests.sampling.batches import TOKENS, stopped
 
 ETHER = 10**18
 NAMES = ("alice", "bob", "carol", "dave")
-#: The shipped SmolLM2's weights digest (docs/PROTOCOL.md, "Adapter bytes"): ``swarm audit``
-#: loads the configured model, the shipped one, and judges the batches of its digest only.
-SHIPPED_BASE = "0xb0d59257446a509a01a87d2841247fd2cd9c2a8dea64edd7915f8530085bfaf9"
-MODEL = model_info(TOKENS.digest, base=SHIPPED_BASE, name="HuggingFaceTB/SmolLM2-135M-Instruct")
+#: The tiny model ``swarm audit`` loads here (``[model] source = "tiny"``), and its weights
+#: digest: the audit judges the batches of that digest only.
+TINY = load_base("tiny")
+TINY_BASE = "0x" + weights_digest(base_weights(TINY.model)).hex()
+MODEL = model_info(TOKENS.digest, base=TINY_BASE, name="tiny")
+SAMPLING = LearnerSettings(
+    sampling=SamplingConfig(max_new_tokens=8), grpo=GRPOConfig(max_completion_tokens=8)
+)
 #: The base models the verifier here holds: the one MODEL names.
-BASES = frozenset({SHIPPED_BASE})
+BASES = frozenset({TINY_BASE})
 #: n and G of the rounds here: the test deployment's rules (what ``swarm audit`` checks).
 TASKS_PER_ROUND, GROUP_SIZE = TEST_CONFIG.tasks_per_round, TEST_CONFIG.group_size
 
@@ -77,23 +96,36 @@ def texts_for(answer: str, size: int = GROUP_SIZE) -> list[str]:
     return [right if i % 2 == 0 else "<answer>-12345</answer>" for i in range(size)]
 
 
-def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
-    """Every peer stores and publishes its batch of the round (``cheater`` inflates rewards)."""
+def publish_all(
+    swarm: AuditSwarm,
+    *,
+    cheater: str | None = None,
+    sampled: Sequence[str] = (),
+    forged: Sequence[str] = (),
+) -> None:
+    """Every peer stores and publishes its batch of the round (``cheater`` inflates rewards;
+    ``sampled`` and ``forged``: see the module docstring)."""
     for name, client in swarm.clients.items():
         account = swarm.accounts[name]
-        tasks = derive_tasks(
-            client.round_seed(swarm.round), account.address, get_preset(DEFAULT_PRESET_NAME)
-        )[:TASKS_PER_ROUND]
+        round_seed = client.round_seed(swarm.round)
+        tasks = derive_tasks(round_seed, account.address, get_preset(DEFAULT_PRESET_NAME))[
+            :TASKS_PER_ROUND
+        ]
+        model, samples = MODEL, [stopped(texts_for(task.answer)) for task in tasks]
+        if name in sampled or name in forged:
+            learner = Learner(AdapterPool(TINY), name, TINY.tokenizer, SAMPLING, owner=account.address)
+            model = _stored_model(swarm.store, learner)
+            if name in sampled:
+                seeds = batch_seeds(round_seed, account.address, [t.index for t in tasks], GROUP_SIZE)
+                samples = [g.completions for g in learner.generate(tasks, GROUP_SIZE, seeds=seeds)]
         encoded = assemble_batch(
             account=account,
             domain=client.domain,
             round=swarm.round,
             preset=DEFAULT_PRESET_NAME,
-            model=MODEL,
+            model=model,
             tasks=tasks,
-            samples=[
-                stopped(texts_for(task.answer)) for task in tasks
-            ],
+            samples=samples,
         )
         data, reward_sum = encoded.data, encoded.reward_sum_milli
         if name == cheater:
@@ -102,6 +134,19 @@ def publish_all(swarm: AuditSwarm, *, cheater: str | None = None) -> None:
         client.publish_rollouts(
             swarm.round, digest, encoded.groups, encoded.completions, reward_sum
         )
+
+
+def _stored_model(store: LocalStore, learner: Learner) -> ModelInfo:
+    """The model record of ``learner``'s adapter, stored (pinned) in ``store``."""
+    address = publish_adapter(store, learner.adapter_state())
+    return ModelInfo(
+        name="tiny",
+        base=learner.base_digest,
+        adapter="0x" + address.hex(),
+        lora=lora_shape(learner.lora),
+        sampler=SAMPLER_ID,
+        tokenizer=learner.peer_ids.digest,
+    )
 
 
 def _inflated(batch, account: LocalAccount, client: CoordinatorClient) -> tuple[bytes, int]:

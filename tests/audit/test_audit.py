@@ -37,6 +37,7 @@ def write_config(tmp_path: Path, chain, deployment, store_dir: Path) -> Path:
         f'[chain]\nrpc_url = "{chain.w3.provider.endpoint_uri}"\n'
         f'deployment = "{deployment.save(tmp_path / "deployment.json")}"\n'
         f'[storage]\nstore = "{store_dir}"\nfetch_timeout = 5.0\n'
+        '[model]\nsource = "tiny"\n'
     )
     return path
 
@@ -122,6 +123,36 @@ def test_a_committee_that_accepted_a_cheater_is_a_disagreement(
     flagged = [b for b in report["receipt"]["batches"] if not b["agrees"]]
     assert [b["subject"] for b in flagged] == [carol]
     assert flagged[0]["committee"]["outcome"] == "published"
+
+
+def test_a_sampled_batch_passes_its_recompute_and_a_forged_one_is_flagged(
+    swarm_round, chain, deployment, tmp_path
+):
+    """alice samples her batch with a stored adapter; bob stores the same kind of adapter but
+    publishes hand-written answers under it. A committee that only re-scores accepts both; the
+    audit recomputes every group: alice's pass, bob's were not sampled, a disagreement."""
+    publish_all(swarm_round, sampled=["alice"], forged=["bob"])
+    judge(swarm_round, honest_committee(swarm_round))
+    config = write_config(tmp_path, chain, deployment, tmp_path / "store")
+    result = run_audit(config, str(swarm_round.round))
+    assert result.exit_code == EXIT_DISAGREE, result.output
+    bob = swarm_round.address("bob")
+    assert f"DISAGREEMENT on 1 batch(es), of peer(s) {bob}" in result.output
+    assert (
+        "own check flags it (provenance: its publisher's model did not sample it), the committee "
+        "accepted it" in result.output
+    )
+    report = json.loads(run_audit(config, str(swarm_round.round), "--json").output)
+    batches = {b["subject"]: b for b in report["receipt"]["batches"]}
+    alice = batches[swarm_round.address("alice")]["own"]
+    assert alice["decision"] == "agree"
+    assert alice["provenance"].startswith("passed, 0 of 16 completions excluded")
+    forged = batches[bob]["own"]
+    assert (forged["decision"], forged["reason"], forged["agreed"]) == ("flag", "provenance", 0)
+    assert forged["provenance"].startswith("provenance: not sampled from its adapter")
+    others = [swarm_round.address(n) for n in ("carol", "dave")]
+    assert all(batches[a]["own"]["provenance"].startswith("adapter_missing") for a in others)
+    assert all(batches[a]["agrees"] for a in others)  # a missing adapter is shown, not judged
 
 
 def test_a_round_still_being_judged_is_an_error(swarm_round, chain, deployment, tmp_path):
