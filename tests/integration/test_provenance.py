@@ -32,8 +32,12 @@ def _start(chain: ChainControl) -> None:
     chain.warp_to_round(chain.current_round() + 1)
 
 
-def _receiver(make: Callable[..., SwarmNode], account: LocalAccount, *, check: bool) -> SwarmNode:
-    return make(account, "receiver", learner_class=Learner, check_provenance=check)
+def _receiver(
+    make: Callable[..., SwarmNode], account: LocalAccount, *, check: bool, name: str = "receiver"
+) -> SwarmNode:
+    """An honest node (a plain Learner: it samples what it publishes); each needs its own name,
+    which names its adapter in the shared pool and its state folder."""
+    return make(account, name, learner_class=Learner, check_provenance=check)
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["recomputing", "trusting"])
@@ -90,6 +94,42 @@ def test_a_copied_adapter_keeps_a_batch_out_of_training(
         assert report.external_groups == 0
 
 
+def _every_seat_recomputes(owner: CoordinatorClient, chain: ChainControl) -> int:
+    """Schedules k = 3 = m (every seat recomputes: every forged group drawn is seen); returns
+    the first round it governs."""
+    rules = owner.rules_at(chain.current_round()).model_copy(update={"committee_size": 3})
+    owner.schedule_parameters(ETHER, rules)
+    return owner.rules_by_index(owner.rules_count() - 1).from_round
+
+
+def _evidence(node: SwarmNode, chain: ChainControl, round: int) -> list[ProvenanceEvidence]:
+    reader = node.exchange.view.reader
+    return reader.read(0, chain.w3.eth.block_number, events=[ProvenanceEvidence], round=round)
+
+
+def test_honest_seats_that_recompute_each_other_never_post_evidence_or_flag(
+    chain: ChainControl,
+    dev_accounts: list[LocalAccount],
+    node_factory: Callable[..., SwarmNode],
+    client_for: Callable[..., CoordinatorClient],
+) -> None:
+    """Three honest nodes, every seat recomputing two groups of each other's batches for three
+    rounds of batches: no evidence, no flag, every batch agreed by both other seats."""
+    owner = client_for(dev_accounts[0])
+    start = _every_seat_recomputes(owner, chain)
+    nodes = [_receiver(node_factory, dev_accounts[i], check=True, name=f"honest-{i}") for i in (1, 2, 3)]
+    chain.warp_to_round(start)
+    reports = run_lockstep(nodes, PHASES.judging_rounds + 3, chain.warp_to_round)
+
+    assert sum(r.provenance_checked for r in reports) > 0
+    assert all(r.worst_margin is None or r.worst_margin > -1e-4 for r in reports)
+    for round in range(start, start + 3):
+        assert _evidence(nodes[0], chain, round) == []
+        for node in nodes:
+            verdict = owner.verdict(round, node.address)
+            assert (verdict.flaggers, verdict.agreers) == (0, 2), (round, node.address)
+
+
 def test_a_committee_posts_evidence_against_a_forger_and_its_flags_slash_it(
     chain: ChainControl,
     dev_accounts: list[LocalAccount],
@@ -101,18 +141,14 @@ def test_a_committee_posts_evidence_against_a_forger_and_its_flags_slash_it(
     forger is slashed. Neither honest batch is flagged (the factory asserts no honest node lost
     stake)."""
     owner = client_for(dev_accounts[0])
-    rules = owner.rules_at(chain.current_round()).model_copy(update={"committee_size": 3})
-    owner.schedule_parameters(ETHER, rules)
-    start = owner.rules_by_index(owner.rules_count() - 1).from_round
-    honest = [_receiver(node_factory, dev_accounts[i], check=True) for i in (1, 2)]
+    start = _every_seat_recomputes(owner, chain)
+    honest = [_receiver(node_factory, dev_accounts[i], check=True, name=f"honest-{i}") for i in (1, 2)]
     forger = node_factory(dev_accounts[3], "forger", node_class=ForgingNode)
     stake = owner.peer_info(forger.address).stake
     chain.warp_to_round(start)
     run_lockstep([*honest, forger], PHASES.judging_rounds + 2, chain.warp_to_round)
 
-    reader = honest[0].exchange.view.reader
-    events = reader.read(0, chain.w3.eth.block_number, events=[ProvenanceEvidence], round=start)
-    posted = {e.poster for e in events if e.subject == forger.address}
+    posted = {e.poster for e in _evidence(honest[0], chain, start) if e.subject == forger.address}
     assert posted == {h.address for h in honest}
     assert owner.verdict(start, forger.address).state is VerdictState.UPHELD
     assert owner.peer_info(forger.address).stake < stake
