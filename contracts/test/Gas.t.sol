@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {EvidenceExtension} from "../src/EvidenceExtension.sol";
 import {ISwarmCoordinator as I} from "../src/ISwarmCoordinator.sol";
 import {CoordinatorTest} from "./utils/CoordinatorTest.sol";
 
@@ -237,6 +238,40 @@ contract GasTest is CoordinatorTest {
     /// @dev A node's announcement: a peer id and two public addresses (144 bytes); made at most once per start.
     function test_Gas_AnnounceEndpoint() public onlyTheCallMetered {
         _measure("announceEndpoint", alice, 0, calls["announce"], 1);
+    }
+
+    /// @dev A recomputing seat's evidence on a batch of C - 2 (its commit phase), prepared in the test and then
+    /// cooled (`vm.cool`: the coordinator's slots and the extension's account cold, as in a real transaction).
+    function test_Gas_PostEvidence() public onlyTheCallMetered {
+        uint64 r = C - GRACE - 1;
+        address subject = subjects[0];
+        _warpToRound(C - 1);
+        _publish(subject, r);
+        _warpToRound(C);
+        address poster = _sealForARecomputingSeat(r, subject);
+        vm.cool(address(coordinator));
+        vm.cool(_extensionAddress());
+        bytes memory data = abi.encodeCall(EvidenceExtension.postEvidence, (r, subject, 3, 5, 2));
+        _measure("postEvidence", poster, 0, data, 1);
+    }
+
+    /// @dev Seals round `r` with the first beacon under which one of the five attesters recomputes `subject`.
+    function _sealForARecomputingSeat(uint64 r, address subject) private returns (address) {
+        address[5] memory attesters = [alice, bob, carol, dave, erin];
+        for (uint256 i = 0; i < 100; ++i) {
+            uint256 snapshot = vm.snapshotState();
+            _sealWith(r, keccak256(abi.encode("gas test beacon", i)));
+            for (uint256 a = 0; a < attesters.length; ++a) {
+                if (EvidenceExtension(address(coordinator)).recomputes(r, subject, attesters[a])) return attesters[a];
+            }
+            vm.revertToState(snapshot);
+        }
+        revert("no beacon seats a recomputing attester");
+    }
+
+    /// @dev The extension is the first contract the coordinator created (nonce 1).
+    function _extensionAddress() private view returns (address) {
+        return address(uint160(uint256(keccak256(abi.encodePacked(bytes2(0xd694), address(coordinator), bytes1(0x01))))));
     }
 
     // ---------------------------------------------------------------- helpers
