@@ -200,7 +200,8 @@ class _Recomputed:
     flag: tuple[str, str] | None = None  # (reason code, detail)
 
 
-#: Recompute outcomes that prove the batch invalid (docs/PROTOCOL.md, "Who recomputes").
+#: Recompute outcomes that prove the batch invalid (docs/PROTOCOL.md, "Who recomputes, and the
+#: tolerances").
 _PROVEN = frozenset({"provenance", "adapter_mismatch"})
 
 
