@@ -69,18 +69,11 @@ def main() -> None:
 
     def sample(adapter: str | None, seeds: Sequence[Sequence[bytes]]) -> Completions:
         request = GenerationRequest(prompts, completion_seeds=seeds)
-        if adapter is None:
-            with pool.reference() as model:
-                (groups,) = generate_together(
-                    model, base.tokenizer, [request], num_completions=args.group,
-                    sampling=sampling, stop_ids=stops,
-                )  # fmt: skip
-        else:
-            with pool.activate(adapter) as model:
-                (groups,) = generate_together(
-                    model, base.tokenizer, [request], num_completions=args.group,
-                    sampling=sampling, stop_ids=stops,
-                )  # fmt: skip
+        with pool.reference() if adapter is None else pool.activate(adapter) as model:
+            (groups,) = generate_together(
+                model, base.tokenizer, [request], num_completions=args.group,
+                sampling=sampling, stop_ids=stops,
+            )  # fmt: skip
         return [[list(c.token_ids) for c in group] for group in groups]
 
     honest = sample("A", own)

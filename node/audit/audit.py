@@ -45,6 +45,7 @@ from node.chain.client import CoordinatorClient
 from node.chain.committee import settle_outcome
 from node.chain.events import EventReader, RolloutsPublished, VerdictIgnored, VerdictRevealed
 from node.chain.models import Verdict, VerdictState
+from node.rollouts.reasons import PROVEN_BY_RECOMPUTE
 from node.sampling.intake import intake_round
 from node.sampling.tokens import TokenCheck
 from node.sampling.verdicts import PeerVerdict
@@ -200,11 +201,6 @@ class _Recomputed:
     flag: tuple[str, str] | None = None  # (reason code, detail)
 
 
-#: Recompute outcomes that prove the batch invalid (docs/PROTOCOL.md, "Who recomputes, and the
-#: tolerances").
-_PROVEN = frozenset({"provenance", "adapter_mismatch"})
-
-
 def _recomputed(
     recomputer: Recomputer | None, verdict: PeerVerdict, round_seed: bytes
 ) -> _Recomputed:
@@ -213,7 +209,7 @@ def _recomputed(
     outcome = recomputer.check_batch(verdict.groups, round_seed)
     if outcome.reason is not None:
         code = outcome.reason.value
-        proven = (code, outcome.detail) if code in _PROVEN else None
+        proven = (code, outcome.detail) if outcome.reason in PROVEN_BY_RECOMPUTE else None
         return _Recomputed(f"{code}: {outcome.detail}", proven)
     result = outcome.result
     assert result is not None
@@ -246,7 +242,7 @@ def _own_check(verdict: PeerVerdict, recomputed: _Recomputed) -> OwnCheck:
 
 def _why(own: OwnCheck) -> str:
     """Why the auditor's own check flags a batch, in words."""
-    if own.reason in _PROVEN:
+    if own.reason in PROVEN_BY_RECOMPUTE:
         return f"{own.reason}: its publisher's model did not sample it"
     wrong = f"{own.checked - own.agreed} of {own.checked} claimed rewards wrong"
     return wrong + (f", {own.reason}" if own.reason else "")

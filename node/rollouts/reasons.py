@@ -104,3 +104,9 @@ class BatchRejected(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.reason, self.detail))
+
+
+#: Recompute outcomes that prove a batch invalid: what it holds, with the adapter it names, shows
+#: the fault (docs/PROTOCOL.md, "Who recomputes, and the tolerances"). A missing adapter does not:
+#: unavailability cannot be proven.
+PROVEN_BY_RECOMPUTE = frozenset({RejectReason.PROVENANCE, RejectReason.ADAPTER_MISMATCH})

@@ -122,8 +122,11 @@ class Judging:
         if evidence.group >= self.rules.tasks_per_round or evidence.completion >= self.rules.group_size:
             raise SwarmCoordinatorInvalidEvidence(evidence.group, evidence.completion)
         seal = self.seals.get(round)
-        seated = seal is not None and poster != subject and self.weight_at(poster, round) > 0
-        if not seated or not recomputes(seal.beacon, subject, poster, self.rules.committee_size):
+        k = self.rules.committee_size
+        seated = seal is not None and 0 < vote_weight(
+            seal.beacon, seal.total_weight, k, subject, poster, self.weight_at(poster, round)
+        )
+        if not seated or not recomputes(seal.beacon, subject, poster, k):
             raise SwarmCoordinatorNotRecomputing(round, subject, poster)
         posted = self.posted.setdefault(round, [])
         if any(e.subject == subject and e.poster == poster for e in posted):

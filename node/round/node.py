@@ -222,7 +222,7 @@ class SwarmNode(Producer):
             seat.seated,
             seat.rules.tasks_per_round,
         )
-        for subject, outcome, groups in self._recompute(seat, chosen, report):
+        for subject, outcome, _ in self._recompute(seat, chosen, report):
             found = evidence_of(outcome, chosen[subject])
             if found is not None:
                 self._post_evidence(seat.round, subject, found)

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 from node.chain.events import RolloutsPublished
 from node.chain.models import Rules, SealInfo
-
 from node.provenance.choice import CHECKED_GROUPS, checked_groups, recomputes
 from node.provenance.peer_check import BatchProvenance
-from node.rollouts.reasons import RejectReason
-from node.round.view import PostedEvidence
+from node.rollouts.reasons import PROVEN_BY_RECOMPUTE, RejectReason
 from node.round.state import Judged
+from node.round.view import PostedEvidence
 from node.sampling.verdicts import VerifiedGroup, to_milli
+
 
 @dataclass(frozen=True)
 class CommitteeSeat:
@@ -39,10 +39,6 @@ class CommitteeSeat:
     rules: Rules
     seated: list[str]
     commitments: list[RolloutsPublished]
-
-
-#: Outcomes that flag the batch: what it holds, with the adapter it names, proves the fault.
-FLAGGING = frozenset({RejectReason.PROVENANCE, RejectReason.ADAPTER_MISMATCH})
 
 
 def duties(
@@ -97,7 +93,7 @@ def amended(
     """This seat's verdict on the batch after the recompute of ``groups`` (by group index)."""
     if judged.checked == 0 or outcome.reason == RejectReason.VERIFIER_ERROR:
         return judged
-    if outcome.reason in FLAGGING:
+    if outcome.reason in PROVEN_BY_RECOMPUTE:
         return Judged(checked=judged.checked, agreed=0, verified_reward_sum=0)
     if judged.agreed < judged.checked:
         return judged  # a flag already: re-scoring found the batch invalid

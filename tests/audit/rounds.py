@@ -28,9 +28,8 @@ from node.policy.generation import SamplingConfig
 from node.policy.grpo import GRPOConfig
 from node.policy.model import load_base
 from node.provenance.adapter import weights_digest
-from node.provenance.model_info import lora_shape
 from node.provenance.publish import publish_adapter
-from node.provenance.seeds import SAMPLER_ID, batch_seeds
+from node.provenance.seeds import batch_seeds
 from node.rollouts import Group, encode_batch, sign_batch
 from node.rollouts.assemble import assemble_batch
 from node.rollouts.schema import ModelInfo
@@ -40,6 +39,7 @@ from node.sampling.verify import RoundContext
 from node.storage import LocalStore
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 from tests.chain_fixtures import TEST_CONFIG, ChainControl
+from tests.provenance.helpers import learner_model
 from tests.rollouts.factories import model_info
 from tests.sampling.batches import TOKENS, stopped
 
@@ -138,15 +138,7 @@ def publish_all(
 
 def _stored_model(store: LocalStore, learner: Learner) -> ModelInfo:
     """The model record of ``learner``'s adapter, stored (pinned) in ``store``."""
-    address = publish_adapter(store, learner.adapter_state())
-    return ModelInfo(
-        name="tiny",
-        base=learner.base_digest,
-        adapter="0x" + address.hex(),
-        lora=lora_shape(learner.lora),
-        sampler=SAMPLER_ID,
-        tokenizer=learner.peer_ids.digest,
-    )
+    return learner_model(learner, publish_adapter(store, learner.adapter_state()))
 
 
 def _inflated(batch, account: LocalAccount, client: CoordinatorClient) -> tuple[bytes, int]:

@@ -487,15 +487,7 @@ def test_a_reorg_takes_unapplied_and_out_of_range_rows_back(
     """The rows extreme values made (kept logs, out-of-range batches) roll back like any other."""
 
     def indexer(name: str) -> Indexer:
-        made = Indexer(
-            emitter.w3,
-            emitter.deployment,
-            open_store(sqlite_url(name)),
-            IngestSettings(confirmations=10, poll_interval=0.05),
-            retry=TEST_RETRY,
-        )
-        made.prepare()
-        return made
+        return reorg_indexer(emitter, open_store(sqlite_url(name)))
 
     play_attack(emitter)
     following = indexer("following")
@@ -654,6 +646,19 @@ def test_a_reorg_takes_rules_back_and_the_batch_maxima_with_them(
 # ------------------------------------------------------------------- provenance evidence
 
 
+def reorg_indexer(source: Emitter, store: Store) -> Indexer:
+    """An indexer on ``source`` that keeps 10 blocks' hashes (so a shallow reorg is repaired)."""
+    made = Indexer(
+        source.w3,
+        source.deployment,
+        store,
+        IngestSettings(confirmations=10, poll_interval=0.05),
+        retry=TEST_RETRY,
+    )
+    made.prepare()
+    return made
+
+
 def evidence(round_: int, subject: str, poster: str, group: int = 1, **fields: int):
     values = {"round": round_, "subject": address(subject), "poster": address(poster)}
     values |= {"group": group, "completion": 0, "token": 0, **fields}
@@ -694,26 +699,12 @@ def test_provenance_evidence_is_shown_on_its_batch_and_rolls_back_with_a_reorg(
     assert listed["evidence"] == 2 and listed["verified_reward"] == 4.5  # evidence is no vote
     assert get(service, "/api/stats")["unapplied_events"] == 1  # the round past 2^63 - 1
 
-    following = Indexer(
-        emitter.w3,
-        emitter.deployment,
-        open_store(sqlite_url("following")),
-        IngestSettings(confirmations=10, poll_interval=0.05),
-        retry=TEST_RETRY,
-    )
-    following.prepare()
+    following = reorg_indexer(emitter, open_store(sqlite_url("following")))
     following.sync()
     assert following.store.counts()["evidence"] == 3  # on bob's batch twice, on no batch once
     emitter.w3.provider.make_request("anvil_reorg", [1, []])  # type: ignore[attr-defined]
     following.sync()
-    fresh = Indexer(
-        emitter.w3,
-        emitter.deployment,
-        open_store(sqlite_url("fresh")),
-        IngestSettings(confirmations=10, poll_interval=0.05),
-        retry=TEST_RETRY,
-    )
-    fresh.prepare()
+    fresh = reorg_indexer(emitter, open_store(sqlite_url("fresh")))
     fresh.sync()
     assert tables(following.store) == tables(fresh.store)
     assert following.store.counts()["evidence"] == 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.model import tiny_model
 from node.provenance.check import SOFT_TOLERANCE
+from node.provenance.model_info import lora_shape
 from node.provenance.recompute import group_margins
-from node.provenance.seeds import batch_seeds
+from node.provenance.seeds import SAMPLER_ID, batch_seeds
+from node.rollouts.schema import ModelInfo
 
 PEER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 QUESTIONS = ["What is 2 + 3?", "Name a prime.", "Hi", "What is 9 - 7? Think first."]
@@ -36,3 +38,15 @@ def worst(model, prompts, completions, seeds) -> list[float]:  # type: ignore[no
 
 def seeds_for(round_byte: int) -> list[list[bytes]]:
     return batch_seeds(bytes([round_byte]) * 32, PEER, range(len(QUESTIONS)), G)
+
+
+def learner_model(learner, adapter: bytes) -> ModelInfo:  # type: ignore[no-untyped-def]
+    """The model record a batch of ``learner``'s names, with the adapter at ``adapter``."""
+    return ModelInfo(
+        name=learner.model_name,
+        base=learner.base_digest,
+        adapter="0x" + adapter.hex(),
+        lora=lora_shape(learner.lora),
+        sampler=SAMPLER_ID,
+        tokenizer=learner.peer_ids.digest,
+    )

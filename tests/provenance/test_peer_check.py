@@ -24,14 +24,13 @@ from node.policy.grpo import GRPOConfig  # noqa: E402
 from node.policy.model import BaseModel  # noqa: E402
 from node.policy.peer_ids import written_completion  # noqa: E402
 from node.provenance.check import ProvenanceResult  # noqa: E402
-from node.provenance.model_info import lora_shape  # noqa: E402
 from node.provenance.peer_check import (  # noqa: E402
     BatchProvenance,
     Recomputer,
     copied_adapters,
 )
 from node.provenance.publish import publish_adapter  # noqa: E402
-from node.provenance.seeds import SAMPLER_ID, batch_seeds  # noqa: E402
+from node.provenance.seeds import batch_seeds  # noqa: E402
 from node.rollouts import RejectReason  # noqa: E402
 from node.rollouts.assemble import batch_completion  # noqa: E402
 from node.rollouts.schema import ModelInfo  # noqa: E402
@@ -40,7 +39,7 @@ from node.sampling.verdicts import VerifiedGroup  # noqa: E402
 from node.storage import KuboStore, LocalStore  # noqa: E402
 from node.storage.chunked import put_chunked  # noqa: E402
 from node.tasks import DEFAULT_PRESET_NAME, TaskItem, derive_tasks, get_preset  # noqa: E402
-from tests.provenance.helpers import peaked_tiny_model  # noqa: E402
+from tests.provenance.helpers import learner_model, peaked_tiny_model  # noqa: E402
 from tests.storage.fake_kubo import running_fake_kubo  # noqa: E402
 from tests.rollouts.factories import OTHER, PEER  # noqa: E402
 
@@ -94,17 +93,6 @@ def _sampled(learner: Learner, tasks: list[TaskItem], peer: str = PEER.address) 
     return learner.generate(tasks, G, seeds=seeds)
 
 
-def _model(learner: Learner, adapter: bytes) -> ModelInfo:
-    return ModelInfo(
-        name="tiny",
-        base=learner.base_digest,
-        adapter="0x" + adapter.hex(),
-        lora=lora_shape(learner.lora),
-        sampler=SAMPLER_ID,
-        tokenizer=learner.peer_ids.digest,
-    )
-
-
 def _verified(
     tasks: list[TaskItem], generated: list[GeneratedGroup], model: ModelInfo, *, peer: str = PEER.address, round: int = ROUND
 ) -> list[VerifiedGroup]:
@@ -127,7 +115,7 @@ def test_honest_groups_pass_whole_under_another_pool_over_the_same_base(
 ) -> None:
     assert publisher.base_digest == receiver.base_digest
     address = publish_adapter(store, publisher.adapter_state())
-    groups = _verified(tasks, _sampled(publisher, tasks), _model(publisher, address))
+    groups = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, address))
 
     outcome = _check(receiver, store, groups)
 
@@ -145,7 +133,7 @@ def test_hand_written_answers_are_flagged_and_not_trained_on(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
     address = publish_adapter(store, publisher.adapter_state())
-    honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, address))
+    honest = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, address))
     written = _forged(
         honest,
         tokenizer,
@@ -166,7 +154,7 @@ def test_an_edited_token_flags_the_batch(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
 ) -> None:
     address = publish_adapter(store, publisher.adapter_state())
-    honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, address))
+    honest = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, address))
     first = honest[0].completions[0]
     ids = list(first.token_ids)
     ids[0] = (ids[0] + 1) % 1000
@@ -186,7 +174,7 @@ def test_samples_of_another_adapter_with_the_right_seeds_fail(
     named = publish_adapter(store, publisher.adapter_state())
     other = Learner(_pool(tokenizer), "other", tokenizer, SETTINGS, owner=OTHER.address)
     _moved(other, 2)
-    groups = _verified(tasks, _sampled(other, tasks), _model(publisher, named))
+    groups = _verified(tasks, _sampled(other, tasks), learner_model(publisher, named))
 
     assert _check(receiver, store, groups).reason is RejectReason.PROVENANCE
 
@@ -196,7 +184,7 @@ def test_samples_of_the_base_model_with_the_right_seeds_fail(
 ) -> None:  # type: ignore[no-untyped-def]
     named = publish_adapter(store, publisher.adapter_state())
     base = Learner(_pool(tokenizer), "base", tokenizer, SETTINGS, owner=OTHER.address)  # B = 0
-    groups = _verified(tasks, _sampled(base, tasks), _model(publisher, named))
+    groups = _verified(tasks, _sampled(base, tasks), learner_model(publisher, named))
 
     assert _check(receiver, store, groups).reason is RejectReason.PROVENANCE
 
@@ -204,7 +192,7 @@ def test_samples_of_the_base_model_with_the_right_seeds_fail(
 def test_a_missing_adapter_forfeits_training_without_a_flag(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
 ) -> None:
-    groups = _verified(tasks, _sampled(publisher, tasks), _model(publisher, bytes(range(32))))
+    groups = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, bytes(range(32))))
 
     outcome = _check(receiver, store, groups)
 
@@ -223,7 +211,7 @@ def test_an_adapter_of_another_shape_or_bytes_that_are_none_are_a_mismatch(
     not_an_adapter = put_chunked(store, b"not safetensors at all" * 100, pin=True)
 
     for address in (wrong_shape, not_an_adapter):
-        groups = _verified(tasks, sampled, _model(publisher, address))
+        groups = _verified(tasks, sampled, learner_model(publisher, address))
         outcome = _check(receiver, store, groups)
         assert outcome.reason is RejectReason.ADAPTER_MISMATCH, outcome.detail
 
@@ -232,7 +220,7 @@ def test_an_adapter_another_publisher_named_this_round_or_the_last_is_a_copy(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
 ) -> None:
     address = publish_adapter(store, publisher.adapter_state())
-    model = _model(publisher, address)
+    model = learner_model(publisher, address)
     original = _verified(tasks, _sampled(publisher, tasks), model, round=ROUND - 1)
     copier = _verified(tasks, _sampled(publisher, tasks, OTHER.address), model, peer=OTHER.address)
 
@@ -283,7 +271,7 @@ def test_groups_sampled_in_a_batch_of_several_nodes_adapters_pass(
 
     for node, peer, generated in zip(nodes, peers, results, strict=True):
         address = publish_adapter(store, node.adapter_state())
-        groups = _verified(tasks, generated, _model(node, address), peer=peer)
+        groups = _verified(tasks, generated, learner_model(node, address), peer=peer)
         outcome = _check(receiver, store, groups)
         assert outcome.reason is None and outcome.result.excluded == frozenset(), outcome.detail  # type: ignore[union-attr]
         assert outcome.result.worst_margin >= -1e-5  # type: ignore[union-attr]
@@ -293,7 +281,7 @@ def test_a_shape_the_base_lacks_is_a_mismatch_and_scratch_adapters_never_pile_up
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
     address = publish_adapter(store, publisher.adapter_state())
-    model = _model(publisher, address)
+    model = learner_model(publisher, address)
     bogus = model.model_copy(update={"lora": model.lora.model_copy(update={"targets": ["no_such_proj"]})})
     outcome = _check(receiver, store, _verified(tasks, _sampled(publisher, tasks), bogus))
     assert outcome.reason is RejectReason.ADAPTER_MISMATCH and "not found" in outcome.detail
@@ -316,7 +304,7 @@ def test_hanging_adapters_cost_at_most_the_budget_and_the_rest_are_not_trained_o
     candidates = [  # each its own adapter, never stored (one adapter named thrice is a copy)
         g
         for i, p in enumerate(peers)
-        for g in _verified(tasks, sampled, _model(publisher, bytes([i]) * 32), peer=p)
+        for g in _verified(tasks, sampled, learner_model(publisher, bytes([i]) * 32), peer=p)
     ]
     with running_fake_kubo() as kubo:
         kubo.mode = "hang"
@@ -331,10 +319,10 @@ def test_hanging_adapters_cost_at_most_the_budget_and_the_rest_are_not_trained_o
 def test_passing_takes_groups_in_order_until_enough_have_passed(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
-    honest = _verified(tasks, _sampled(publisher, tasks), _model(publisher, publish_adapter(store, publisher.adapter_state())))
+    honest = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, publish_adapter(store, publisher.adapter_state())))
     forger = Learner(_pool(tokenizer), "forger", tokenizer, SETTINGS, owner=OTHER.address)
     _moved(forger, 3)
-    own_adapter = _model(forger, publish_adapter(store, forger.adapter_state()))  # not a copy
+    own_adapter = learner_model(forger, publish_adapter(store, forger.adapter_state()))  # not a copy
     written = [
         dataclasses.replace(
             g,
