@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
@@ -80,20 +80,48 @@ class BatchProvenance:
         return trimmed if len(keep) >= 2 and trimmed.has_advantage else None
 
 
+@dataclass(frozen=True)
+class NamedAdapter:
+    """The adapter one batch names, and where the chain put the batch: (block, log index), or
+    None where the caller does not know (a receiver's groups)."""
+
+    round: int
+    peer: str
+    adapter: str
+    position: tuple[int, int] | None = None
+
+
 def copied_adapters(groups: Sequence[VerifiedGroup]) -> set[tuple[int, str]]:
     """The (round, peer) batches among ``groups``' whose adapter another publisher named in the
-    same round or the one before: the later of two rounds copied it; of one round, a receiver
-    cannot tell which one did, and trains on neither."""
-    named: dict[str, set[tuple[int, str]]] = {}
-    for group in groups:
-        if group.model is not None:
-            named.setdefault(group.model.adapter, set()).add((group.round, group.peer))
+    same round or the one before (:func:`copies`, chain order unknown)."""
+    return copies(
+        NamedAdapter(g.round, g.peer, g.model.adapter) for g in groups if g.model is not None
+    )
+
+
+def copies(named: Iterable[NamedAdapter]) -> set[tuple[int, str]]:
+    """The (round, peer) batches of ``named`` that copied another publisher's adapter: one named
+    by another publisher's batch of the round before, or of the same round and earlier on the
+    chain. Of two batches of one round whose chain order is unknown, both count (a receiver
+    cannot tell which one copied, and trains on neither); where it is known, only the later one
+    does, so a copier cannot get its victim flagged."""
+    by_adapter: dict[str, dict[tuple[int, str], tuple[int, int] | None]] = {}
+    for n in named:
+        by_adapter.setdefault(n.adapter, {})[(n.round, n.peer)] = n.position
     copied = set()
-    for batches in named.values():
-        for round, peer in batches:
-            if any(p != peer and round - 1 <= r <= round for r, p in batches):
+    for batches in by_adapter.values():
+        for (round, peer), position in batches.items():
+            if any(
+                p != peer and (r == round - 1 or (r == round and _earlier(at, position)))
+                for (r, p), at in batches.items()
+            ):
                 copied.add((round, peer))
     return copied
+
+
+def _earlier(first: tuple[int, int] | None, second: tuple[int, int] | None) -> bool:
+    """Whether ``first`` may precede ``second`` on the chain (True when either is unknown)."""
+    return first is None or second is None or first < second
 
 
 @dataclass(frozen=True)
@@ -122,13 +150,13 @@ class Recomputer:
         groups: Sequence[VerifiedGroup],
         round_seed: bytes,
         *,
-        others: Sequence[VerifiedGroup] = (),
+        named: Iterable[NamedAdapter] = (),
     ) -> BatchProvenance:
         """A committee seat's check of ``groups`` (some groups of one batch): refused as a copy
-        when another batch among ``others`` names its adapter, else recomputed."""
-        copied = copied_adapters([*groups, *others])
+        when an earlier batch among ``named`` (which includes this one) names its adapter, else
+        recomputed."""
         first = groups[0]
-        return self._outcome(groups, copied, {first.round: round_seed})
+        return self._outcome(groups, copies(named), {first.round: round_seed})
 
     def check_peer_groups(
         self,

@@ -25,6 +25,7 @@ from node.round.report import RoundReport
 from node.round.retry import STORE_RETRY
 from node.round.state import NodeState, load_state, save_state
 from node.sampling.selection import UniformSelection, VerifiedHistorySelection
+from node.sampling.verdicts import VerifiedGroup
 from node.tasks import TaskItem, derive_tasks, get_preset
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ class NodeCore:
         #: caller checkpoints every node itself (the experiment's runner, once all have finished)
         self.saves_adapter = True
         self._own: dict[int, OwnRound] = {}
+        #: the groups of each peer batch verified here, by (round, peer), while it can be judged:
+        #: a recomputing seat checks them without fetching the batch again (after a restart it does)
+        self._verified: dict[tuple[int, str], tuple[VerifiedGroup, ...]] = {}
         self._reports: dict[int, RoundReport] = {}
         self._shapes: dict[int, tuple[int, int]] = {}
         self._swarm: SwarmInfo | None = None

@@ -172,10 +172,10 @@ class InProcessExchange(Exchange):
         if peer in round_:
             raise ValueError(f"{peer} already published round {batch.round}")
         round_[peer] = RolloutsPublished(
-            block_number=0,
+            block_number=batch.round,
             block_hash=_ZERO_HASH,
             tx_hash=_ZERO_HASH,
-            log_index=0,
+            log_index=len(round_),  # publication order, as a chain would have it
             round=batch.round,
             peer=peer,
             digest=batch.digest,

@@ -40,7 +40,7 @@ from node.chain.reverts import (
 )
 from node.chain.rounds import round_seed
 from node.policy.grpo import ScoredGroup
-from node.provenance.peer_check import BatchProvenance, Recomputer
+from node.provenance.peer_check import BatchProvenance, NamedAdapter, Recomputer
 from node.provenance.publish import release_adapter
 from node.rollouts.reasons import RejectReason
 from node.round.ballots import (
@@ -138,7 +138,14 @@ class SwarmNode(Producer):
             judged = _judged(verdict)
             if judged is not None:
                 self._state().record(verdict.round, verdict.peer, judged)
+        self._keep_groups(combined.verdicts)
         return combined
+
+    def _keep_groups(self, verdicts: list[PeerVerdict]) -> None:
+        """Keeps the groups of the batches whose committed bytes were verified here."""
+        for verdict in verdicts:
+            if verdict.attestable:
+                self._verified[(verdict.round, verdict.peer)] = verdict.groups
 
     def _intake(self, round: int, commitments: list[RolloutsPublished]) -> IntakeReport:
         tasks_per_round, group_size = self.batch_shape(round)
@@ -249,28 +256,50 @@ class SwarmNode(Producer):
     def _recompute(
         self, seat: CommitteeSeat, wanted: dict[str, list[int]], report: RoundReport
     ) -> list[tuple[str, BatchProvenance, dict[int, VerifiedGroup]]]:
-        """Fetches the batches of ``wanted`` again, recomputes the groups named and records each
-        amended verdict; what was checked, by subject."""
+        """Recomputes the groups of ``wanted`` (from the batches verified here, fetched again
+        after a restart) and records each amended verdict; what was checked, by subject."""
         state = self._state()
-        batches = [c for c in seat.commitments if c.peer in wanted]
-        if not batches:
-            return []
-        intake = self._intake(seat.round, batches)
-        others = [g for v in intake.verdicts for g in v.groups]
+        refetch = [
+            c for c in seat.commitments
+            if c.peer in wanted and (seat.round, c.peer) not in self._verified
+        ]  # fmt: skip
+        if refetch:
+            with report.timings.measure("verify"):
+                self._keep_groups(self._intake(seat.round, refetch).verdicts)
+        named = self._named_adapters(seat.round)
         recomputer = Recomputer(self.learner.pool, self.learner.tokenizer, self.exchange.store)
         seed = round_seed(self.genesis_seed, seat.round)
         done = []
-        for verdict in intake.verdicts:
-            judged = state.verdict(seat.round, verdict.peer)
-            groups = {g.task.index: g for g in verdict.groups if g.task.index in wanted[verdict.peer]}
+        for subject, indexes in sorted(wanted.items()):
+            judged = state.verdict(seat.round, subject)
+            verified = self._verified.get((seat.round, subject), ())
+            groups = {g.task.index: g for g in verified if g.task.index in indexes}
             if judged is None or not groups:
                 continue  # not judged here, or invalid already: nothing to recompute
             with report.timings.measure("provenance"):
-                outcome = recomputer.check_chosen(list(groups.values()), seed, others=others)
+                outcome = recomputer.check_chosen(list(groups.values()), seed, named=named)
             self._log_provenance(outcome, report)
-            state.record(seat.round, verdict.peer, amended(judged, outcome, groups))
-            done.append((verdict.peer, outcome, groups))
+            state.record(seat.round, subject, amended(judged, outcome, groups))
+            done.append((subject, outcome, groups))
         return done
+
+    def _named_adapters(self, round: int) -> list[NamedAdapter]:
+        """The adapters this node knows were named in ``round`` and the round before: by the
+        batches it verified and by its own, with their chain positions in ``round``."""
+        state = self._state()
+        positions = {c.peer: c.position for c in self.exchange.commitments([round])}
+        named = []
+        for r in (round - 1, round):
+            adapters = {p: j.adapter for p, j in state.judged.get(r, {}).items()}
+            own = state.batches.get(r)
+            if own is not None:
+                adapters[self.address] = own.adapter
+            named += [
+                NamedAdapter(r, peer, "0x" + a.hex(), positions.get(peer) if r == round else None)
+                for peer, a in adapters.items()
+                if a is not None
+            ]
+        return named
 
     def _post_evidence(self, round: int, subject: str, found: tuple[int, int, int]) -> None:
         group, completion, token = found
@@ -553,6 +582,7 @@ class SwarmNode(Producer):
             self._own = {
                 r: own for r, own in self._own.items() if r >= round - self.phases.grace_rounds
             }
+            self._verified = {k: v for k, v in self._verified.items() if k[0] >= oldest}
             save_state(self.state_dir, state)
         self._reports.pop(round, None)
 
@@ -572,13 +602,16 @@ class SwarmNode(Producer):
 
 
 def _judged(verdict: PeerVerdict) -> Judged | None:
-    """What to cache of a verdict: the counts of a judged batch, an empty verdict for one this
-    node cannot judge, None for one to fetch again (it did not arrive)."""
+    """What to cache of a verdict: the counts of a judged batch (and the adapter it names), an
+    empty verdict for one this node cannot judge, None for one to fetch again (it did not
+    arrive)."""
     if verdict.attestable:
+        model = verdict.groups[0].model if verdict.groups else None
         return Judged(
             checked=verdict.checked,
             agreed=verdict.agreed,
             verified_reward_sum=verdict.verified_reward_milli,
+            adapter=None if model is None else model.adapter,
         )
     if verdict.reason in _FINAL_SKIPS:
         return Judged()

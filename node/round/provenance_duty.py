@@ -94,11 +94,11 @@ def amended(
     if judged.checked == 0 or outcome.reason == RejectReason.VERIFIER_ERROR:
         return judged
     if outcome.reason in PROVEN_BY_RECOMPUTE:
-        return Judged(checked=judged.checked, agreed=0, verified_reward_sum=0)
+        return judged.model_copy(update={"agreed": 0, "verified_reward_sum": 0})
     if judged.agreed < judged.checked:
         return judged  # a flag already: re-scoring found the batch invalid
     if outcome.reason == RejectReason.ADAPTER_MISSING:
-        return Judged(checked=judged.checked, agreed=judged.agreed, verified_reward_sum=0)
+        return judged.model_copy(update={"verified_reward_sum": 0})
     excluded = outcome.result.excluded if outcome.result is not None else frozenset()
     lost = sum(to_milli(groups[g].rewards[c]) for g, c in excluded if g in groups)
     return judged.model_copy(

@@ -6,7 +6,8 @@ The adapter and optimizer live in the policy checkpoint; this file holds the pro
   written *before* publishing, so a node restarted mid-round publishes the same bytes or, when the
   chain already has them, nothing at all — never a second, different batch;
 - ``judged``: this node's verdict on each peer batch it fetched and verified, by (round, subject),
-  so a batch is fetched and judged once, whether for training or for a committee seat;
+  so a batch is fetched and judged once, whether for training or for a committee seat, with the
+  adapter the batch names (a copied adapter is looked for among them);
 - ``ballots``: the verdicts committed (or about to be) for a round, with their salt, written
   *before* ``commitVerdicts``: without the exact items and salt a commitment can never be revealed,
   and a restarted node must reveal what it committed, not commit again;
@@ -68,6 +69,8 @@ class Judged(_Model):
     checked: int = Field(0, ge=0)
     agreed: int = Field(0, ge=0)
     verified_reward_sum: int = 0
+    adapter: Bytes32 | None = None
+    """The adapter address the batch names (a seat looks for copies among those it knows)."""
 
     def item(self, subject: str) -> VerdictItem | None:
         """The verdict as a ballot item, or None when there is nothing to vote."""

@@ -163,6 +163,18 @@ class CopyingNode(SwarmNode):
         return record.adapter if record is not None and record.adapter else own
 
 
+class WeightCopyingNode(SwarmNode):
+    """Samples, honestly, with the weights ``friend`` holds when it produces (loaded over its
+    own before each round's batch), so its batch names the very adapter the friend published
+    for the round: the friend's training passed off as its own, every sample the sampler's."""
+
+    friend: SwarmNode
+
+    def produce(self, round: int) -> RoundReport:
+        self.learner.pool.load_adapter_state(self.learner.name, self.friend.learner.adapter_state())
+        return super().produce(round)
+
+
 class MalformedNode(SwarmNode):
     """Stores and commits bytes that are not a batch at all."""
 

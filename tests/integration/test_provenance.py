@@ -23,7 +23,7 @@ from node.chain.client import CoordinatorClient
 from node.chain.events import ProvenanceEvidence
 from node.chain.models import VerdictState
 from node.round.injudging import PHASES
-from tests.integration.swarm import CopyingNode, ForgingNode, WithholdingNode
+from tests.integration.swarm import CopyingNode, ForgingNode, WeightCopyingNode, WithholdingNode
 
 pytestmark = pytest.mark.integration
 
@@ -154,3 +154,39 @@ def test_a_committee_posts_evidence_against_a_forger_and_its_flags_slash_it(
     assert owner.peer_info(forger.address).stake < stake
     for node in honest:
         assert owner.verdict(start, node.address).flaggers == 0
+
+
+def test_a_committee_flags_a_copier_of_an_adapter_and_never_the_node_it_copied(
+    chain: ChainControl,
+    dev_accounts: list[LocalAccount],
+    node_factory: Callable[..., SwarmNode],
+    client_for: Callable[..., CoordinatorClient],
+) -> None:
+    """k = 3 = m. The copier samples honestly with the weights the original published that
+    round and publishes after it: every recompute passes, but both seats on the copier (the
+    original, and an honest node that verified both) know the adapter was named earlier, flag
+    it and slash it. The original, named first on the chain, is agreed by both of its seats,
+    the copier's included."""
+    owner = client_for(dev_accounts[0])
+    start = _every_seat_recomputes(owner, chain)
+    original = _receiver(node_factory, dev_accounts[1], check=True, name="original")
+    seat = _receiver(node_factory, dev_accounts[2], check=True, name="bystander")
+    copier = node_factory(
+        dev_accounts[3], "weight-copier", node_class=WeightCopyingNode, learner_class=Learner,
+        check_provenance=True,
+    )  # fmt: skip
+    copier.friend = original
+    stake = owner.peer_info(copier.address).stake
+    chain.warp_to_round(start)
+    # one node after another: the copier publishes after the original, as a copier must
+    run_lockstep([original, seat, copier], PHASES.judging_rounds + 2, chain.warp_to_round, together=False)
+
+    assert copier.state.batches  # the rounds still kept: each named the original's adapter
+    for round, record in copier.state.batches.items():
+        assert record.adapter == original.state.batches[round].adapter
+    posted = {e.poster for e in _evidence(seat, chain, start) if e.subject == copier.address}
+    assert posted == {original.address, seat.address}
+    assert owner.verdict(start, copier.address).state is VerdictState.UPHELD
+    assert owner.peer_info(copier.address).stake < stake
+    for node in (original, seat):
+        assert (owner.verdict(start, node.address).flaggers, owner.verdict(start, node.address).agreers) == (0, 2)

@@ -16,7 +16,8 @@ from tests.sampling.batches import tasks_for
 
 BEACON = bytes(range(20))
 MEMBERS = [f"0x{i:040x}" for i in range(1, 41)]
-JUDGED = Judged(checked=16, agreed=16, verified_reward_sum=6_000)
+ADAPTER = "0x" + "ab" * 32
+JUDGED = Judged(checked=16, agreed=16, verified_reward_sum=6_000, adapter=ADAPTER)  # type: ignore[arg-type]
 
 
 def _outcome(reason: RejectReason | None, result: ProvenanceResult | None = None) -> BatchProvenance:
@@ -61,7 +62,8 @@ def test_a_failed_recompute_posts_where_it_fails_and_flags() -> None:
     failing = _result({(1, 3)}, Evidence(1, 3, 7, -0.2, -0.9))
     outcome = _outcome(RejectReason.PROVENANCE, failing)
     assert evidence_of(outcome, [1, 4]) == (1, 3, 7)
-    assert amended(JUDGED, outcome, {}) == Judged(checked=16, agreed=0, verified_reward_sum=0)
+    assert amended(JUDGED, outcome, {}) == JUDGED.model_copy(update={"agreed": 0, "verified_reward_sum": 0})
+    assert amended(JUDGED, outcome, {}).adapter == bytes.fromhex("ab" * 32)  # kept: copies are looked for
     mismatch = _outcome(RejectReason.ADAPTER_MISMATCH)
     assert evidence_of(mismatch, [4, 6]) == (4, 0, 0)
     assert amended(JUDGED, mismatch, {}).agreed == 0
@@ -70,7 +72,7 @@ def test_a_failed_recompute_posts_where_it_fails_and_flags() -> None:
 def test_a_missing_adapter_forfeits_the_reward_without_a_flag() -> None:
     outcome = _outcome(RejectReason.ADAPTER_MISSING)
     assert evidence_of(outcome, [2, 5]) == (2, 0, 0)  # so that every other seat tries to fetch it
-    assert amended(JUDGED, outcome, {}) == Judged(checked=16, agreed=16, verified_reward_sum=0)
+    assert amended(JUDGED, outcome, {}) == JUDGED.model_copy(update={"verified_reward_sum": 0})
 
 
 def test_soft_exclusions_cost_their_rewards_and_a_passing_batch_keeps_its_verdict() -> None:

@@ -27,7 +27,9 @@ from node.provenance.check import ProvenanceResult  # noqa: E402
 from node.provenance.peer_check import (  # noqa: E402
     BatchProvenance,
     Recomputer,
+    NamedAdapter,
     copied_adapters,
+    copies,
 )
 from node.provenance.publish import publish_adapter  # noqa: E402
 from node.provenance.seeds import batch_seeds  # noqa: E402
@@ -240,6 +242,25 @@ def test_an_adapter_another_publisher_named_this_round_or_the_last_is_a_copy(
         (OTHER.address, RejectReason.ADAPTER_MISMATCH),
     ]
     assert {g.peer for g in kept} <= {PEER.address}
+
+
+def test_where_the_chain_order_is_known_only_the_later_of_one_rounds_two_batches_copied() -> None:
+    """A copier cannot get its victim flagged by naming the victim's adapter in the same round:
+    a committee seat knows who published first."""
+    a, b = "0x" + "aa" * 32, "0x" + "bb" * 32
+    first = NamedAdapter(ROUND, PEER.address, a, (10, 0))
+    later = NamedAdapter(ROUND, OTHER.address, a, (10, 1))
+    assert copies([first, later]) == {(ROUND, OTHER.address)}
+    assert copies([dataclasses.replace(later, position=(9, 5)), first]) == {(ROUND, PEER.address)}
+    unknown = dataclasses.replace(later, position=None)
+    assert copies([first, unknown]) == {(ROUND, PEER.address), (ROUND, OTHER.address)}
+    # the round before is always earlier, whatever the positions; two rounds apart is no copy
+    before = NamedAdapter(ROUND - 1, PEER.address, a, (99, 0))
+    assert copies([before, later]) == {(ROUND, OTHER.address)}
+    assert copies([dataclasses.replace(before, round=ROUND - 2), later]) == set()
+    # one publisher naming its adapter of the last round again (it did not train) copied nobody
+    assert copies([before, dataclasses.replace(first, adapter=a)]) == set()
+    assert copies([first, dataclasses.replace(later, adapter=b)]) == set()
 
 
 def test_excluded_completions_are_dropped_and_a_group_without_signal_is_too() -> None:
