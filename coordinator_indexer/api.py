@@ -21,6 +21,7 @@ at 2^63 - 1 because both databases hold int64: rounds are uint64 on-chain, but
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -34,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from pydantic import BeforeValidator
 
 from coordinator_indexer import queries
 from coordinator_indexer.models import (
@@ -63,6 +65,19 @@ LAG_OK_BLOCKS = 10
 API_VERSION = "3"
 #: Where the API's fields are described.
 API_DOCS = "docs/API.md in the indexer's repository; the schema at /openapi.json"
+
+
+def _decimal(value: object) -> object:
+    """One form per number: decimal digits, no sign, point, exponent, space, underscore or
+    leading zero (Python's ``int`` would read ``1_0`` as 10, pydantic ``1.0`` as 1)."""
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise ValueError("expected decimal digits without a sign, point or leading zero")
+    return value
+
+
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+#: After a parameter's Query/Path (so that its bounds stay in the OpenAPI schema).
+Decimal = BeforeValidator(_decimal)
 
 
 @dataclass
@@ -124,9 +139,11 @@ def create_app(
         summary="Peers ranked by verified reward (a sum of batch rewards), paged and sortable.",
     )
     def leaderboard(
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Peers per page.")] = 50,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_PAGE, description="Peers per page."), Decimal
+        ] = 50,
         offset: Annotated[
-            int, Query(ge=0, le=MAX_INT64, description="Peers to skip (0 to 2^63 - 1).")
+            int, Query(ge=0, le=MAX_INT64, description="Peers to skip (0 to 2^63 - 1)."), Decimal
         ] = 0,
         sort: Annotated[
             Literal[
@@ -198,9 +215,11 @@ def create_app(
         summary="Totals per round (the reward-over-rounds series), with which are pending, paged.",
     )
     def rounds(
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Rounds per page.")] = 100,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_PAGE, description="Rounds per page."), Decimal
+        ] = 100,
         offset: Annotated[
-            int, Query(ge=0, le=MAX_INT64, description="Rounds to skip (0 to 2^63 - 1).")
+            int, Query(ge=0, le=MAX_INT64, description="Rounds to skip (0 to 2^63 - 1)."), Decimal
         ] = 0,
         order: Literal["asc", "desc"] = "asc",
     ) -> dict:
@@ -221,7 +240,7 @@ def create_app(
     )
     def round_(
         round: Annotated[
-            int, PathParam(ge=0, le=MAX_INT64, description="The round (0 to 2^63 - 1).")
+            int, PathParam(ge=0, le=MAX_INT64, description="The round (0 to 2^63 - 1)."), Decimal
         ],
     ) -> dict:
         """One round: totals, every batch published for it with its committee's votes (weights,
@@ -255,6 +274,7 @@ def create_app(
         response_model=Health,
         tags=["swarm"],
         summary="Indexer lag in blocks; 503 once ingestion stopped on an error.",
+        responses={503: {"model": Health, "description": "Ingestion stopped on an error."}},
     )
     def health() -> JSONResponse:
         """Indexer lag in blocks. 200 while ingesting; 503 once ingestion stopped on an error."""

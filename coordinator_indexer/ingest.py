@@ -165,6 +165,10 @@ class Indexer:
             return StepResult("idle", cursor, head)
         return self._apply_next(state, head)
 
+    def note_head(self) -> None:
+        """Records the chain's head and nothing else (``/health`` after ingestion stopped)."""
+        self.store.note_head(self.chain.head())
+
     def _apply_next(self, state: IndexerState, head: int) -> StepResult:
         start = state.cursor_block + 1
         end = min(head, state.cursor_block + self.range_size)

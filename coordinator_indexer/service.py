@@ -29,6 +29,7 @@ from pathlib import Path
 import uvicorn
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.routing import Match
 
 from coordinator_indexer.api import IngestStatus, create_app
 from coordinator_indexer.errors import ConfigError, IndexerError
@@ -156,6 +157,17 @@ class IndexerService:
             self._fail(f"unexpected error in ingestion: {exc!r}")
         finally:
             self.status.running = False
+        if self.failed.is_set():
+            self._follow_head(indexer)
+
+    def _follow_head(self, indexer: Indexer) -> None:
+        """After ingestion stopped on an error: keeps ``/health``'s chain head and lag live (the
+        rows stay as they were); an RPC or database error leaves the last head seen."""
+        while not self._stop_ingest.wait(indexer.settings.poll_interval):
+            try:
+                indexer.note_head()
+            except Exception as exc:  # noqa: BLE001 - the head is all that is at stake
+                log.debug("following the head after the failure: %r", exc)
 
     def _fail(self, error: str) -> None:
         """Ingestion is over for good; the server goes on answering 503 with ``error``."""
@@ -165,7 +177,9 @@ class IndexerService:
         self.failed.set()
 
     async def _refuse_when_failed(self, request: Request, call_next: Callable) -> object:
-        if self.status.error and request.url.path.startswith("/api/"):
+        """After a failure, the 503 for every ``/api/`` request a route would answer; unknown
+        paths and methods still get their 404 and 405."""
+        if self.status.error and request.url.path.startswith("/api/") and _routed(request):
             return JSONResponse(
                 {"detail": f"indexing stopped: {self.status.error}"}, status_code=503
             )
@@ -196,6 +210,11 @@ class IndexerService:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def _routed(request: Request) -> bool:
+    """Whether one of the app's routes answers ``request``'s path and method."""
+    return any(route.matches(request.scope)[0] is Match.FULL for route in request.app.router.routes)
 
 
 def _bind(host: str, port: int) -> socket.socket:

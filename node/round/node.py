@@ -308,7 +308,9 @@ class SwarmNode(Producer):
         except SwarmCoordinatorAlreadyPosted:
             pass  # posted before a restart
         except ContractRevert as exc:
-            log.error("%s: evidence on %s's round %d refused: %s", self.address, subject, round, exc)
+            log.error(
+                "%s: evidence on %s's round %d refused: %s", self.address, subject, round, exc
+            )
             return
         log.warning(
             "%s: posted provenance evidence on %s's round %d: group %d, completion %d, token %d",

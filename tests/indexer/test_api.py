@@ -195,6 +195,15 @@ OUT_OF_RANGE = [
     ("/api/rounds", {"offset": 2**63}, "offset"),
     ("/api/leaderboard", {"offset": 2**63}, "offset"),
     ("/api/leaderboard", {"offset": 10**30}, "offset"),
+    # one form per number: each of these was read as round 1 (1_0 as 10), limit 2.0 as 2
+    ("/api/rounds/1.0", {}, "round"),
+    ("/api/rounds/01", {}, "round"),
+    ("/api/rounds/+1", {}, "round"),
+    ("/api/rounds/1%20", {}, "round"),
+    ("/api/rounds/1_0", {}, "round"),
+    ("/api/rounds", {"limit": "2.0"}, "limit"),
+    ("/api/leaderboard", {"offset": "1e3"}, "offset"),
+    ("/api/leaderboard", {"limit": " 5"}, "limit"),
     ("/api/peers/0", {}, "address"),
     ("/api/peers/0x" + "g" * 40, {}, "address"),
     ("/api/peers/0x" + "ab" * 21, {}, "address"),
@@ -395,9 +404,28 @@ def test_a_deep_reorg_stops_serving_data_but_not_the_server(
             assert refused.status_code == 503 and detail.startswith("indexing stopped: ")
             assert "reorganised below block" in detail and "\n" not in detail
         assert get(service, "/").status_code == 200  # the page loads and shows why
+        _assert_the_failed_state_answers_as_the_schema_says(service, chain)
     finally:
         service.stop()
     assert service.stopped.is_set()
+
+
+def _assert_the_failed_state_answers_as_the_schema_says(service: IndexerService, chain) -> None:
+    """/health's 503 is the Health document its schema names; a path no route has is a 404
+    and a method none takes a 405, as before the failure; the chain head stays live."""
+    spec = get(service, "/openapi.json").json()
+    answer = spec["paths"]["/health"]["get"]["responses"]["503"]["content"]["application/json"]
+    assert answer["schema"]["$ref"].endswith("/Health")
+    health = get(service, "/health").json()
+    assert set(health) == set(spec["components"]["schemas"]["Health"]["properties"])
+    assert get(service, "/api/no-such-route").status_code == 404
+    for method in ("TRACE", "POST", "DELETE"):
+        assert requests.request(method, service.url + "api/stats", timeout=10).status_code == 405
+    head = chain.w3.eth.block_number + 3
+    chain.rpc("anvil_mine", 3)
+    wait_for(lambda: get(service, "/health").json()["chain_head"] >= head, what="the live head")
+    after = get(service, "/health").json()
+    assert after["lag_blocks"] == after["chain_head"] - after["indexed_block"]
 
 
 def test_the_listening_socket_says_tcp_so_keep_alive_answers_are_not_delayed() -> None:
