@@ -109,18 +109,24 @@ class KuboStore(ContentStore):
     def get(self, digest: bytes, *, max_size: int | None = None) -> bytes:
         cap = self._read_cap(max_size)
         cid = cid_from_digest(check_digest(digest))
+        with self._errors(f"block/get of {cid}"), self._post("block/get", {"arg": cid}) as answer:
+            data = self._body(answer, cap, f"for {cid}")
+        return verified(digest, data, source=f"Kubo at {self.api_url}")
+
+    def _body(self, answer: requests.Response, cap: int, what: str) -> bytes:
+        """The answer's body, read as it comes (memory grows with the body, not with ``cap``);
+        ``TooLarge`` past ``cap`` bytes, ``StoreTimeout`` past the store's timeout."""
         deadline = time.monotonic() + self.timeout
         chunks: list[bytes] = []
         received = 0
-        with self._errors(f"block/get of {cid}"), self._post("block/get", {"arg": cid}) as answer:
-            for chunk in answer.iter_content(_CHUNK):
-                received += len(chunk)
-                if received > cap:
-                    raise TooLarge(f"{self.api_url} sent more than {cap} bytes for {cid}")
-                if time.monotonic() > deadline:
-                    raise StoreTimeout(f"{self.api_url} took over {self.timeout}s for {cid}")
-                chunks.append(chunk)
-        return verified(digest, b"".join(chunks), source=f"Kubo at {self.api_url}")
+        for chunk in answer.iter_content(_CHUNK):
+            received += len(chunk)
+            if received > cap:
+                raise TooLarge(f"{self.api_url} sent more than {cap} bytes {what}")
+            if time.monotonic() > deadline:
+                raise StoreTimeout(f"{self.api_url} took over {self.timeout}s {what}")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def has(self, digest: bytes) -> bool:
         cid = cid_from_digest(check_digest(digest))
@@ -212,7 +218,7 @@ class KuboStore(ContentStore):
 
     def _json(self, command: str, params: dict[str, Any], **extra: Any) -> Any:
         with self._post(command, params, **extra) as answer:
-            body = answer.raw.read(self.max_blob_size + _CHUNK, decode_content=True)
+            body = self._body(answer, self.max_blob_size + _CHUNK, f"answering {command}")
         try:
             return json.loads(body)
         except ValueError:

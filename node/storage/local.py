@@ -71,7 +71,9 @@ class LocalStore(ContentStore):
         path = self.path_of(digest)
         try:
             with _os_errors(f"reading {path}"), open(path, "rb") as file:
-                data = file.read(cap + 1)
+                # read() allocates what it is asked for: ask for the file's size, not the cap
+                size = os.fstat(file.fileno()).st_size
+                data = file.read(min(size, cap) + 1)
         except FileNotFoundError:
             raise NotFound(f"no blob 0x{digest.hex()} in {self.root}") from None
         if len(data) > cap:

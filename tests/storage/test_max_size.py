@@ -90,3 +90,35 @@ def test_a_bad_max_size_is_a_clear_error(holder: Holder, bad: object) -> None:
     digest = holder.place(b"x")
     with pytest.raises(ValueError, match="max_size is a byte count"):
         holder.store.get(digest, max_size=bad)  # type: ignore[arg-type]
+
+
+BIG_CAP = 4 * 1024 * 1024  # the node's fetch cap (MAX_FETCH_BYTES)
+
+
+@pytest.fixture(params=["local", "kubo"])
+def big_capped(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContentStore]:
+    if request.param == "local":
+        yield LocalStore(tmp_path / "store", max_blob_size=BIG_CAP)
+        return
+    with running_fake_kubo() as kubo:
+        yield KuboStore(kubo.url, timeout=5, max_blob_size=BIG_CAP)
+
+
+def _peak_bytes(call: Callable[[], object]) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_small_blob_costs_memory_as_small_whatever_the_cap(big_capped: ContentStore) -> None:
+    """The local store's read(cap + 1) allocated the cap: 4 MiB for a 1 KB fetch, 8 at once
+    during intake. Every store's reads now grow with what arrives."""
+    digest = big_capped.put(b"x" * 1000)
+    _peak_bytes(lambda: big_capped.get(digest, max_size=BIG_CAP))  # warm: imports, connections
+    assert _peak_bytes(lambda: big_capped.get(digest, max_size=BIG_CAP)) < 256 * 1024
+    assert _peak_bytes(lambda: big_capped.has(digest)) < 256 * 1024
