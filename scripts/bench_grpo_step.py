@@ -5,9 +5,10 @@ The workload: the shipped SmolLM2-135M with a LoRA adapter (r 16, alpha 32, atte
 projections), one group of G=8 completions of ~100 tokens after a ~60-token chat prompt (8 x ~160
 tokens), one micro-batch, one iteration, no KL. Two variants of the same ``GRPOTrainer.step``:
 
-- chunked: ``node.policy.grpo.completion_logprobs`` (last hidden states of the completion tokens
-           only; logits ``--chunk-tokens`` rows at a time, each chunk recomputed in backward);
-- naive:   the model's full (B, T, V) logits, ``log_softmax`` over all of them, then a gather.
+- chunked: ``node.policy.grpo.chosen_token_logprobs`` (logits ``--chunk-tokens`` rows at a time,
+           each chunk recomputed in backward);
+- naive:   the completion positions' full (N, V) logits at once, ``log_softmax`` over all of
+           them, then a gather (``grpo.chosen_token_logprobs`` replaced where the step calls it).
 
 Each variant runs in its own fresh process (so one's freed memory cannot hide the other's peak):
 one warm-up step, ``--steps`` timed steps (the median is reported), one step watched for memory.
@@ -43,7 +44,7 @@ import torch
 
 from node.policy import grpo
 from node.policy.adapters import AdapterPool, LoraSettings
-from node.policy.grpo import GRPOConfig, GRPOTrainer, MicroBatch, ScoredGroup
+from node.policy.grpo import GRPOConfig, GRPOTrainer, ScoredGroup
 from node.policy.model import load_base
 
 VARIANTS = ("chunked", "naive")
@@ -57,14 +58,22 @@ PROMPT = [
 WORDS = "first add the tens then the ones so the total is carry one and check again".split()
 
 
-def naive_completion_logprobs(
-    model: torch.nn.Module, batch: MicroBatch, *, chunk_tokens: int, temperature: float = 1.0
+NAIVE_CALLS = [0]  # how often the naive variant ran: the benchmark refuses to report without
+
+
+def naive_chosen_token_logprobs(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    lm_head: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    chunk_tokens: int,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """The textbook way: every position's full-vocabulary log-softmax, then a gather."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # (B, T-1, V)
-    chosen = logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
-    return chosen[batch.target_mask]  # (N,)
+    """The textbook way: every completion position's full-vocabulary logits at once, their
+    log-softmax, then a gather (no chunks, nothing recomputed in the backward pass)."""
+    NAIVE_CALLS[0] += 1
+    logp = torch.log_softmax(lm_head(hidden).float() / temperature, dim=-1)  # (N, V)
+    return logp.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
 
 
 def completions(tokenizer, group: int, tokens: int) -> list[str]:  # type: ignore[no-untyped-def]
@@ -153,7 +162,8 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, float]:
     heap_before = read_heap() if read_heap else 0
     sampler = HeapPeak(read_heap) if read_heap else contextlib.nullcontext()
     patch = (
-        mock.patch.object(grpo, "completion_logprobs", naive_completion_logprobs)
+        # what the training step calls (grpo._Forward), so that the variants differ in fact
+        mock.patch.object(grpo, "chosen_token_logprobs", naive_chosen_token_logprobs)
         if variant == "naive"
         else contextlib.nullcontext()
     )
@@ -166,6 +176,8 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, float]:
             seconds.append(time.perf_counter() - started)
         with sampler:  # one more step, watched (the sampling thread would skew the timings)
             trainer.step(groups)
+    if (variant == "naive") != (NAIVE_CALLS[0] > 0):
+        raise SystemExit(f"the {variant} variant ran the wrong log-probs: nothing to compare")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     return {
         "seconds": statistics.median(seconds),

@@ -12,7 +12,11 @@ and adds up each node's phase timings from its round reports:
   (adapter, optimizer and state files).
 
 Prints seconds per phase, the overhead as a share of busy time and as a ratio to learning time,
-against the 5 % target. Time waiting for peers is not busy time (lockstep never waits).
+against the 5 % target. Time waiting for peers is not busy time (lockstep never waits). The nodes
+generate and train in one batched pass, during which every node's ``generate`` or ``train`` timer
+runs: learning is the sum over nodes divided by N (the pass, once), and the overhead is every
+node's own protocol work, summed. (Until 2026-12-02 learning was summed over nodes, which made
+the overhead look about 3x smaller than it is.)
 With ``--stores local kubo`` (the default) the same swarm runs twice in one invocation, on one
 shared store folder and on a private Kubo daemon per node (fetches over bitswap), and the last
 line compares their overheads.
@@ -99,9 +103,11 @@ def print_table(
     for report in reports:
         for phase, seconds in report.timings.seconds.items():
             phases[phase] += seconds
-    busy = sum(s for p, s in phases.items() if p not in IDLE_PHASES)
-    learning = sum(phases.get(p, 0.0) for p in LEARNING_PHASES)
-    overhead = busy - learning
+    # The nodes generate and train in one shared pass (rendezvous), and each node's timer runs
+    # for the whole of it: summed over nodes, learning would count once per node. Counted once.
+    learning = sum(phases.get(p, 0.0) for p in LEARNING_PHASES) / args.nodes
+    overhead = sum(s for p, s in phases.items() if p not in {*IDLE_PHASES, *LEARNING_PHASES})
+    busy = learning + overhead
     print(
         f"{store} store: {args.nodes} nodes x {args.rounds} rounds on {args.model}: "
         f"{args.tasks} tasks x "
@@ -110,7 +116,11 @@ def print_table(
     )
     print(f"{'phase':<12}{'seconds':>10}{'share of busy':>16}")
     for phase, seconds in sorted(phases.items(), key=lambda item: -item[1]):
-        kind = "learning" if phase in LEARNING_PHASES else "overhead"
+        if phase in IDLE_PHASES:
+            continue
+        shared = phase in LEARNING_PHASES
+        seconds = seconds / args.nodes if shared else seconds
+        kind = "learning (shared pass, once)" if shared else "overhead (every node's own)"
         print(f"{phase:<12}{seconds:>10.2f}{seconds / busy:>15.1%}  {kind}")
     share = overhead / busy
     print(

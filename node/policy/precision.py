@@ -1,8 +1,8 @@
 """Reduced precision for the GRPO update's forward and backward, where the processor has it.
 
 On a CPU with native bfloat16 dot products (Intel AMX, or AVX512-BF16 on Intel Cooper Lake+ and
-AMD Zen 4+), bf16 matrix products run at ~2.3x the fp32 rate (scripts/bench_experiment.py prints
-both). The update then runs the frozen base under ``torch.autocast(bfloat16)``: weights and
+AMD Zen 4+), bf16 matrix products run at 2.3-4.7x the fp32 rate on the 2-core machines measured
+so far (scripts/bench_experiment.py prints both peaks for the machine it runs on). The update then runs the frozen base under ``torch.autocast(bfloat16)``: weights and
 activations are rounded to bf16 for the matrix products, while the LoRA parameters, their
 gradients, the optimizer, the log-softmax and the loss stay float32.
 
