@@ -166,14 +166,7 @@ def create_app(
         chosen = order or ("asc" if sort in ("rank", "name") else "desc")
         state = store.state()
         with store.engine.connect() as conn:
-            page = queries.leaderboard(
-                conn,
-                sort=sort,
-                order=chosen,
-                limit=limit,
-                offset=offset,
-                closed_before=closed(state),
-            )
+            page = queries.leaderboard(conn, sort=sort, order=chosen, limit=limit, offset=offset)
         return {
             **page,
             "limit": limit,

@@ -32,6 +32,14 @@ Definitions (the leaderboard's meaning; docs/INDEXER.md, "What the leaderboard m
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
   round's published batches, and how many of them it revealed a verdict on (``duties``).
 
+**Leaderboard totals**: each peer's row also keeps what the leaderboard sorts and shows, so that
+a page is an indexed read, whatever the number of peers: its ``rank`` (by verified reward, then
+claimed reward, then the address as a number; no two peers tie), its duty totals (seats, done, and
+missed in the rounds below ``closed_before``) and its pending batches. The last two depend on the
+indexed block's round, so they are kept as of the ``closed_before`` of the cursor they were written
+with (``Phase``); when it moves, the peers with a duty or an unsettled batch in the rounds it
+crossed are recomputed too.
+
 Everything here is recomputed from scratch for the touched keys (delete, then insert), so adding
 rows and rolling them back after a reorg go through the same code and cannot drift apart.
 """
@@ -40,21 +48,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    String,
     and_,
     bindparam,
     case,
+    desc,
     false,
     func,
     or_,
     select,
     true,
     tuple_,
+    update,
 )
+
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
@@ -160,14 +175,28 @@ def count_pending(
     return func.coalesce(func.sum(case((pending, 1), else_=0)), 0)
 
 
-def recompute(conn: Connection, touched: Touched) -> None:
-    """Brings every derived row of ``touched`` in line with the event tables."""
+@dataclass(frozen=True)
+class Phase:
+    """``closed_before`` at the cursor being written (``now``), and the one the peers' pending
+    and missed totals were kept for (``kept``; ``stale``: none, every peer is recomputed)."""
+
+    now: int | None = None
+    kept: int | None = None
+    stale: bool = False
+
+
+def recompute(conn: Connection, touched: Touched, phase: Phase = Phase()) -> None:
+    """Brings every derived row of ``touched``, and the leaderboard totals ``phase`` moved, in
+    line with the event tables."""
     rules = read_rules_history(conn)
     if touched.rules:
         touched = _with_changed_maxima(conn, touched, rules)
     _recompute_verdicts(conn, set(touched.batches), rules)
-    _recompute_duties(conn, touched.rounds)
-    _recompute_peers(conn, touched.peers)
+    seated = _recompute_duties(conn, touched.rounds)
+    peers = touched.peers | seated | _peers_the_phase_moved(conn, phase)
+    _recompute_peers(conn, peers, phase.now)
+    if peers:
+        _rerank(conn)
     _recompute_rounds(conn, touched.rounds)
 
 
@@ -180,6 +209,25 @@ def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
             chunk = []
     if chunk:
         yield chunk
+
+
+class address_order(FunctionElement):  # noqa: N801 - used like a SQL function
+    """Sorts addresses by value (uint160, as the contract orders subjects), not by their EIP-55
+    text, where 0xF9.. sorts before 0xf6..: lowercased, 40 hex digits compare as the number, in
+    byte order (COLLATE "C" on Postgres, whose database collation may be a locale's)."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(address_order)
+def _address_order(element: address_order, compiler: Any, **kw: Any) -> str:
+    return f"lower({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(address_order, "postgresql")
+def _address_order_postgres(element: address_order, compiler: Any, **kw: Any) -> str:
+    return f'lower({compiler.process(element.clauses, **kw)}) COLLATE "C"'
 
 
 # ------------------------------------------------------------------------------------ verdicts
@@ -319,9 +367,13 @@ def _verdict(
 # -------------------------------------------------------------------------------------- duties
 
 
-def _recompute_duties(conn: Connection, rounds: set[int]) -> None:
+def _recompute_duties(conn: Connection, rounds: set[int]) -> set[str]:
+    """Recomputes the duties of ``rounds``; returns the peers seated in them, before or after."""
     s, w, p, v = schema.seals, schema.seal_weights, schema.publications, schema.votes
+    u = schema.duties
+    seated: set[str] = set()
     for chunk in _chunks(rounds):
+        seated.update(conn.execute(select(u.c.peer).where(u.c.round.in_(chunk))).scalars())
         seals = {row.round: row for row in conn.execute(select(s).where(s.c.round.in_(chunk)))}
         subjects: dict[int, list[str]] = defaultdict(list)
         for row in conn.execute(select(p.c.round, p.c.peer).where(p.c.round.in_(chunk))):
@@ -342,6 +394,8 @@ def _recompute_duties(conn: Connection, rounds: set[int]) -> None:
         ]
         if rows:
             conn.execute(schema.duties.insert(), rows)
+        seated.update(row["peer"] for row in rows)
+    return seated
 
 
 def _duty_rows(
@@ -399,12 +453,24 @@ def _stake_state(changes: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def recompute_all_peers(conn: Connection) -> None:
-    """Recomputes every registered peer's row (a migration that changes a definition)."""
-    _recompute_peers(conn, {row.peer for row in conn.execute(select(schema.registrations.c.peer))})
+def _peers_the_phase_moved(conn: Connection, phase: Phase) -> set[str]:
+    """The peers whose pending or missed totals may differ between ``phase.kept`` and
+    ``phase.now``: every peer when none were kept, else those with a duty or an unsettled batch
+    in the rounds between the two (pending and missed change only there)."""
+    if phase.stale or (phase.kept is None) != (phase.now is None):
+        return set(conn.execute(select(schema.registrations.c.peer)).scalars())
+    if phase.kept == phase.now or phase.kept is None or phase.now is None:
+        return set()
+    low, high = sorted((phase.kept, phase.now))
+    u, p = schema.duties, schema.publications
+    crossed = set(
+        conn.execute(select(u.c.peer).where(u.c.round >= low, u.c.round < high)).scalars()
+    )
+    unsettled = select(p.c.peer).where(p.c.round >= low, p.c.round < high, p.c.settled == false())
+    return crossed | set(conn.execute(unsettled).scalars())
 
 
-def _recompute_peers(conn: Connection, peers: set[str]) -> None:
+def _recompute_peers(conn: Connection, peers: set[str], closed_before: int | None) -> None:
     r, s, p, a = (
         schema.registrations,
         schema.stake_changes,
@@ -430,11 +496,13 @@ def _recompute_peers(conn: Connection, peers: set[str]) -> None:
                     count_out_of_range(p).label("out_of_range"),
                     func.coalesce(func.sum(p.c.flags), 0).label("flags"),
                     func.max(p.c.round).label("last_round"),
+                    count_pending(closed_before, p).label("pending"),
                 )
                 .where(p.c.peer.in_(chunk))
                 .group_by(p.c.peer)
             )
         }
+        duty = _duty_totals(conn, chunk, closed_before)
         given = dict(
             conn.execute(
                 select(a.c.attester, func.count())
@@ -444,7 +512,10 @@ def _recompute_peers(conn: Connection, peers: set[str]) -> None:
         )
         conn.execute(schema.peers.delete().where(schema.peers.c.address.in_(chunk)))
         rows = [
-            _peer_row(registration, changes[peer], published.get(peer), given.get(peer, 0))
+            {
+                **_peer_row(registration, changes[peer], published.get(peer), given.get(peer, 0)),
+                **duty.get(peer, _NO_DUTY),
+            }
             for peer, registration in registered.items()
         ]
         if rows:
@@ -465,7 +536,59 @@ def _peer_row(registration: Any, changes: list[Any], published: Any, given: int)
         "attestations_given": int(given),
         "last_round": published.last_round if published else None,
         "out_of_range_batches": int(published.out_of_range) if published else 0,
+        "pending_batches": int(published.pending) if published else 0,
     }
+
+
+_NO_DUTY = {"duty_seats": 0, "duty_done": 0, "duty_missed": 0}
+
+
+def _duty_totals(
+    conn: Connection, peers: list[str], closed_before: int | None
+) -> dict[str, dict[str, int]]:
+    """Per peer of ``peers``: seats held, done, and missed in the rounds below ``closed_before``
+    (none missed without it)."""
+    u = schema.duties
+    closed = -1 if closed_before is None else closed_before
+    missed = case((u.c.round < closed, u.c.seats - u.c.done), else_=0)
+    query = (
+        select(
+            u.c.peer,
+            func.sum(u.c.seats).label("seats"),
+            func.sum(u.c.done).label("done"),
+            func.sum(missed).label("missed"),
+        )
+        .where(u.c.peer.in_(peers))
+        .group_by(u.c.peer)
+    )
+    return {
+        row.peer: {
+            "duty_seats": int(row.seats),
+            "duty_done": int(row.done),
+            "duty_missed": int(row.missed),
+        }
+        for row in conn.execute(query)
+    }
+
+
+def rank_order(peers: Any = schema.peers) -> list[Any]:
+    """The leaderboard's order: verified reward, then claimed reward, descending, then the address
+    as a number (``address_order``), so that no two peers tie."""
+    p = peers
+    return [desc(p.c.verified_milli), desc(p.c.claimed_milli), address_order(p.c.address)]
+
+
+def _rerank(conn: Connection) -> None:
+    """Every peer's ``rank`` by ``rank_order``, written where it changed (one statement)."""
+    p = schema.peers
+    ranked = select(p.c.address, func.row_number().over(order_by=rank_order()).label("rank"))
+    ranked = ranked.subquery("ranked")
+    conn.execute(
+        update(p)
+        .where(p.c.address == ranked.c.address)
+        .where(or_(p.c.rank.is_(None), p.c.rank != ranked.c.rank))
+        .values(rank=ranked.c.rank)
+    )
 
 
 # -------------------------------------------------------------------------------------- rounds

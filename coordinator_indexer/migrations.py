@@ -227,6 +227,36 @@ def _provenance_evidence(conn: Connection) -> None:
     _add_missing_columns(conn, (("publications", "evidence", "0"),))
 
 
+#: Columns step 8 adds: (table, column, NOT NULL default or None).
+_TOTALS_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("indexer_state", "genesis", None),
+    ("indexer_state", "round_duration", None),
+    ("indexer_state", "totals_closed_before", None),
+    ("peers", "rank", None),
+    ("peers", "duty_seats", "0"),
+    ("peers", "duty_done", "0"),
+    ("peers", "duty_missed", "0"),
+    ("peers", "pending_batches", "0"),
+)
+
+
+def _leaderboard_totals(conn: Connection) -> None:
+    """The leaderboard's totals kept with each peer (rank, duty, pending). They depend on the
+    deployment's round phases, which this database has not kept: ``totals_closed_before`` stays
+    NULL, and ``Store.start`` (every indexer run begins with it) fills the phases and computes
+    every peer's totals; until then each peer has a rank (near enough: by lower-cased address
+    after the rewards, whatever the collation)."""
+    _add_missing_columns(conn, _TOTALS_COLUMNS)
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_peers_rank ON peers (rank)"))
+    conn.execute(
+        text(
+            "UPDATE peers SET rank = (SELECT r FROM (SELECT address, row_number() OVER (ORDER BY "
+            "verified_milli DESC, claimed_milli DESC, lower(address)) AS r FROM peers) ranked "
+            "WHERE ranked.address = peers.address)"
+        )
+    )
+
+
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "event tables, derived peers/rounds, cursor and block window", _create_v1_tables),
@@ -236,6 +266,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (5, "rewards count only within [0, batch maximum]; unapplied events", _reward_ranges),
     (6, "protocol v3: inconclusive settlements, n and G of the rules", _inconclusive),
     (7, "provenance evidence: its table and each batch's count", _provenance_evidence),
+    (8, "leaderboard totals kept with each peer: rank, duty, pending", _leaderboard_totals),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, String, case, desc, func, select, true
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy import Connection, case, func, select, true
 
 from coordinator_indexer import schema
 from coordinator_indexer.derive import (
+    address_order,
     batch_is_pending,
     count_out_of_range,
     count_pending,
@@ -32,7 +31,7 @@ from coordinator_indexer.derive import (
 from coordinator_indexer.store import IndexerState
 
 SORTS = {
-    "rank": "verified_milli",
+    "rank": "rank",
     "verified": "verified_milli",
     "claimed": "claimed_milli",
     "rounds": "rounds",
@@ -46,111 +45,19 @@ SORTS = {
 _P = schema.peers
 
 
-class address_order(FunctionElement):  # noqa: N801 - used like a SQL function
-    """Sorts addresses by value (uint160, as the contract orders subjects), not by their EIP-55
-    text, where 0xF9.. sorts before 0xf6..: lowercased, 40 hex digits compare as the number, in
-    byte order (COLLATE "C" on Postgres, whose database collation may be a locale's)."""
-
-    type = String()
-    inherit_cache = True
-
-
-@compiles(address_order)
-def _address_order(element: address_order, compiler: Any, **kw: Any) -> str:
-    return f"lower({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(address_order, "postgresql")
-def _address_order_postgres(element: address_order, compiler: Any, **kw: Any) -> str:
-    return f'lower({compiler.process(element.clauses, **kw)}) COLLATE "C"'
-
-
-def _rank_column() -> Any:
-    return (
-        func.rank()
-        .over(
-            order_by=(
-                desc(_P.c.verified_milli),
-                desc(_P.c.claimed_milli),
-                address_order(_P.c.address),
-            )
-        )
-        .label("rank")
-    )
-
-
-def _duty_totals(closed_before: int | None) -> Any:
-    """Per peer: seats held, done, and missed in rounds below ``closed_before`` (a subquery)."""
-    u = schema.duties
-    closed = -1 if closed_before is None else closed_before
-    missed = case((u.c.round < closed, u.c.seats - u.c.done), else_=0)
-    return (
-        select(
-            u.c.peer,
-            func.sum(u.c.seats).label("duty_seats"),
-            func.sum(u.c.done).label("duty_done"),
-            func.sum(missed).label("duty_missed"),
-        )
-        .group_by(u.c.peer)
-        .subquery("duty")
-    )
-
-
-def _pending_totals(closed_before: int | None) -> Any:
-    """Per peer: its pending batches (a subquery)."""
-    p = schema.publications
-    return (
-        select(p.c.peer, count_pending(closed_before, p).label("pending_batches"))
-        .group_by(p.c.peer)
-        .subquery("pending")
-    )
-
-
-def _ranked(closed_before: int | None) -> Any:
-    duty, pending = _duty_totals(closed_before), _pending_totals(closed_before)
-    return (
-        select(
-            _P,
-            _rank_column(),
-            func.coalesce(duty.c.duty_seats, 0).label("duty_seats"),
-            func.coalesce(duty.c.duty_done, 0).label("duty_done"),
-            func.coalesce(duty.c.duty_missed, 0).label("duty_missed"),
-            func.coalesce(pending.c.pending_batches, 0).label("pending_batches"),
-        )
-        .select_from(
-            _P.outerjoin(duty, duty.c.peer == _P.c.address).outerjoin(
-                pending, pending.c.peer == _P.c.address
-            )
-        )
-        .subquery("ranked")
-    )
-
-
-def leaderboard(
-    conn: Connection,
-    *,
-    sort: str,
-    order: str,
-    limit: int,
-    offset: int,
-    closed_before: int | None = None,
-) -> dict:
-    """One page of peers with their rank and committee duty, and the total number of peers.
-    Duty is missed only in rounds below ``closed_before`` (their reveal phase is over)."""
-    ranked = _ranked(closed_before)
-    key = ranked.c[SORTS[sort]]
-    descending = order == "desc"
-    if sort == "rank":  # rank 1 first means verified reward descending
-        descending = not descending
-    ordering = [key.desc() if descending else key.asc(), ranked.c.rank]
-    rows = conn.execute(select(ranked).order_by(*ordering).limit(limit).offset(offset)).all()
+def leaderboard(conn: Connection, *, sort: str, order: str, limit: int, offset: int) -> dict:
+    """One page of peers with their rank and committee duty, and the total number of peers: a
+    read of the totals kept with each peer (``derive``, "Leaderboard totals"), whatever their
+    number. Ties in the sorted column keep rank order."""
+    key = _P.c[SORTS[sort]]
+    ordering = [key.desc() if order == "desc" else key.asc(), _P.c.rank]
+    rows = conn.execute(select(_P).order_by(*ordering).limit(limit).offset(offset)).all()
     total = conn.execute(select(func.count()).select_from(_P)).scalar_one()
     return {"total": int(total), "entries": [_peer_entry(row) for row in rows]}
 
 
 def peer_rank(conn: Connection, address: str) -> int | None:
-    ranked = select(_P.c.address, _rank_column()).subquery("ranked")
-    return conn.execute(select(ranked.c.rank).where(ranked.c.address == address)).scalar()
+    return conn.execute(select(_P.c.rank).where(_P.c.address == address)).scalar()
 
 
 def _peer_entry(row: Any) -> dict:
@@ -181,8 +88,7 @@ def _peer_entry(row: Any) -> dict:
 def peer(conn: Connection, address: str, *, closed_before: int | None = None) -> dict | None:
     """One peer's summary, its batches round by round, its stake history and its committee
     duty per round; None if unknown."""
-    ranked = _ranked(closed_before)
-    row = conn.execute(select(ranked).where(ranked.c.address == address)).first()
+    row = conn.execute(select(_P).where(_P.c.address == address)).first()
     if row is None:
         return None
     p, s = schema.publications, schema.stake_changes

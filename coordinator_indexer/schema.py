@@ -10,8 +10,10 @@ Two kinds of tables:
   above the common ancestor, nothing else;
 - **derived tables** are functions of the event tables, recomputed for the keys an applied range or a
   rollback touched (``coordinator_indexer.derive``): the verdict and range columns of
-  ``publications``, ``peers``, ``duties`` and ``rounds``. Deleting and recomputing is what makes a
-  rollback exact: no derived value is ever patched by a delta that a reorg could leave behind.
+  ``publications``, ``peers``, ``duties`` and ``rounds`` (the peers' pending and missed totals
+  also of the cursor's round, ``indexer_state.totals_closed_before``). Deleting and recomputing is
+  what makes a rollback exact: no derived value is ever patched by a delta that a reorg could
+  leave behind.
 
 Bookkeeping: ``indexer_state`` (one row: which deployment, the cursor and its block hash, the last
 seen head) and ``blocks`` (hashes of the blocks inside the unconfirmed window, for reorg detection).
@@ -98,6 +100,11 @@ indexer_state = Table(
     Column("chain_head", BigInteger, nullable=False),  # head seen at the last poll
     Column("confirmations", Integer, nullable=False),
     Column("judging_rounds", Integer, nullable=True),  # J = grace + commit + reveal rounds
+    Column("genesis", BigInteger, nullable=True),  # the deployment's round 0 start (unix time)
+    Column("round_duration", Integer, nullable=True),  # seconds per round
+    # the closed_before the peers' pending and missed totals are kept for (-1: none yet; NULL:
+    # not kept, recompute every peer's totals: a database migrated to version 8)
+    Column("totals_closed_before", BigInteger, nullable=True),
     Column("updated_at", BigInteger, nullable=False),  # unix time of the last write
 )
 
@@ -371,7 +378,14 @@ peers = Table(
     Column("last_round", BigInteger, nullable=True),
     # batches whose claim or verified reward lies outside [0, batch maximum] (counted as 0)
     Column("out_of_range_batches", Integer, nullable=False, default=0),
+    # kept up to date as rows are applied and rolled back (derive, "Leaderboard totals"):
+    Column("rank", Integer, nullable=True),  # by verified, claimed, address; NULL until ranked
+    Column("duty_seats", Integer, nullable=False, default=0),
+    Column("duty_done", Integer, nullable=False, default=0),
+    Column("duty_missed", Integer, nullable=False, default=0),  # as of totals_closed_before
+    Column("pending_batches", Integer, nullable=False, default=0),  # as of totals_closed_before
     Index("ix_peers_verified", "verified_milli"),
+    Index("ix_peers_rank", "rank"),
 )
 
 # Committee duty per (round, peer): the seats the peer held on the committees of the round's

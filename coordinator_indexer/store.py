@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from coordinator_indexer import schema
-from coordinator_indexer.derive import recompute
+from coordinator_indexer.derive import Phase, recompute
 from coordinator_indexer.errors import ConcurrentWriter, ConfigError, DeploymentMismatch
 from coordinator_indexer.migrations import migrate
 from coordinator_indexer.records import Records, Touched
@@ -59,14 +59,14 @@ class IndexerState:
     confirmations: int
     updated_at: int
     judging_rounds: int | None = None
+    genesis: int | None = None
+    round_duration: int | None = None
+    totals_closed_before: int | None = None
 
     def closed_before(self, genesis: int, round_duration: int) -> int | None:
         """Rounds below this one are past their reveal phase at the indexed block (their
         committee duty is final); None before genesis or without the phases."""
-        if self.judging_rounds is None or self.cursor_timestamp < genesis:
-            return None
-        current = (self.cursor_timestamp - genesis) // round_duration
-        return max(0, current - self.judging_rounds)
+        return closed_before_at(self.cursor_timestamp, genesis, round_duration, self.judging_rounds)
 
     @property
     def lag(self) -> int:
@@ -76,6 +76,40 @@ class IndexerState:
     def final_block(self) -> int:
         """Highest indexed block at least ``confirmations`` deep (rows up to it are final)."""
         return min(self.cursor_block, self.chain_head - self.confirmations)
+
+
+def closed_before_at(
+    timestamp: int, genesis: int | None, round_duration: int | None, judging_rounds: int | None
+) -> int | None:
+    """The first round whose reveal phase is not over at ``timestamp``; None before genesis or
+    without the phases."""
+    if judging_rounds is None or genesis is None or not round_duration or timestamp < genesis:
+        return None
+    current = (timestamp - genesis) // round_duration
+    return max(0, current - judging_rounds)
+
+
+#: ``indexer_state.totals_closed_before`` for totals kept without a closed round (None).
+_NONE_CLOSED = -1
+
+
+def _phase(conn: Connection) -> Phase:
+    """Where the cursor's ``closed_before`` is, and the one the peers' totals were kept for."""
+    state = conn.execute(select(schema.indexer_state)).one()
+    now = closed_before_at(
+        state.cursor_timestamp, state.genesis, state.round_duration, state.judging_rounds
+    )
+    kept = state.totals_closed_before
+    return Phase(now=now, kept=None if kept == _NONE_CLOSED else kept, stale=kept is None)
+
+
+def _recompute(conn: Connection, touched: Touched) -> None:
+    """``derive.recompute`` at the cursor as it stands in this transaction, noting the
+    ``closed_before`` the peers' totals are now kept for."""
+    phase = _phase(conn)
+    recompute(conn, touched, phase)
+    kept = _NONE_CLOSED if phase.now is None else phase.now
+    conn.execute(schema.indexer_state.update().values(totals_closed_before=kept))
 
 
 def normalise_url(url: str) -> str:
@@ -168,11 +202,16 @@ class Store:
                     f"{existing.chain_id}, not {deployment.coordinator} on chain "
                     f"{deployment.chain_id}: use another database for this deployment"
                 )
-            if existing.confirmations != confirmations:
-                with self.engine.begin() as conn:
-                    conn.execute(schema.indexer_state.update().values(confirmations=confirmations))
-                return self.state()  # type: ignore[return-value]
-            return existing
+            phases = {"genesis": deployment.genesis, "round_duration": deployment.round_duration}
+            kept = (existing.confirmations, existing.genesis, existing.round_duration)
+            fresh = existing.totals_closed_before is not None
+            if fresh and kept == (confirmations, *phases.values()):
+                return existing
+            with self.engine.begin() as conn:
+                state = schema.indexer_state.update().values(confirmations=confirmations, **phases)
+                conn.execute(state)
+                _recompute(conn, Touched())
+            return self.state()  # type: ignore[return-value]
         with self.engine.begin() as conn:
             conn.execute(
                 schema.indexer_state.insert().values(
@@ -186,6 +225,9 @@ class Store:
                     chain_head=anchor.number,
                     confirmations=confirmations,
                     updated_at=int(time.time()),
+                    genesis=deployment.genesis,
+                    round_duration=deployment.round_duration,
+                    totals_closed_before=_NONE_CLOSED,
                 )
             )
             conn.execute(schema.blocks.insert().values(**_block_row(anchor)))
@@ -196,6 +238,7 @@ class Store:
         when a round's committee duty is final."""
         with self.engine.begin() as conn:
             conn.execute(schema.indexer_state.update().values(judging_rounds=judging_rounds))
+            _recompute(conn, Touched())
         return self.state()  # type: ignore[return-value]
 
     def kept_blocks(self) -> list[BlockRef]:
@@ -230,7 +273,7 @@ class Store:
                 where = (r.c.block_number == block, r.c.log_index == index, r.c.tx_hash == tx_hash)
                 shape = {"tasks_per_round": tasks, "group_size": group}
                 conn.execute(r.update().where(*where).values(shape))
-            recompute(conn, Touched(rules=True))
+            _recompute(conn, Touched(rules=True))
 
     def note_head(self, head: int) -> None:
         """Records the chain head seen at a poll that had nothing new to apply (for the lag)."""
@@ -260,7 +303,7 @@ class Store:
             for table, rows in records.rows.items():
                 if rows:
                     conn.execute(table.insert(), rows)
-            recompute(conn, records.touched)
+            _recompute(conn, records.touched)
             kept = {b.number: b for b in (*headers, end)}
             if kept:
                 conn.execute(schema.blocks.delete().where(schema.blocks.c.number.in_(list(kept))))
@@ -277,7 +320,7 @@ class Store:
             touched = _touched_above(conn, ancestor.number)
             for table in schema.EVENT_TABLES:
                 conn.execute(table.delete().where(table.c.block_number > ancestor.number))
-            recompute(conn, touched)
+            _recompute(conn, touched)
             conn.execute(schema.blocks.delete().where(schema.blocks.c.number > ancestor.number))
         return touched
 

@@ -24,8 +24,8 @@ What it does:
    Reported: events/s of each and their ratio (what the database, the seal reads, reorg
    bookkeeping and derived rows cost).
 3. API latency under a bounded local load: ``--clients`` threads each send ``--requests``
-   requests over keep-alive connections to ``/api/leaderboard`` (random sort and page, 50
-   rows), then the same load on ``/health`` (one-row read: the server's own floor) as the
+   requests over keep-alive connections to ``/api/leaderboard`` (random sort, order and page,
+   50 rows), then the same load on ``/health`` (one-row read: the server's own floor) as the
    baseline. Reported: p50/p95 and requests/s of each, and the ratios.
 
 All traffic goes to 127.0.0.1 only and every loop is bounded. Timings depend on the machine and
@@ -378,9 +378,16 @@ def load(url: str, paths: list[str], clients: int, per_client: int) -> dict[str,
 
 
 def leaderboard_paths(peers: int) -> list[str]:
+    """Every sort, both orders, every page of 50."""
     sorts = ["rank", "verified", "claimed", "rounds", "stake", "slashes", "name"]
+    sorts += ["duty_done", "duty_missed"]
     pages = range(0, max(1, peers), 50)
-    return [f"api/leaderboard?limit=50&offset={o}&sort={s}" for s in sorts for o in pages]
+    return [
+        f"api/leaderboard?limit=50&offset={o}&sort={s}&order={order}"
+        for s in sorts
+        for order in ("asc", "desc")
+        for o in pages
+    ]
 
 
 class Server:
