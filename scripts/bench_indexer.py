@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class Swarm:
         self.nonces: Counter[str] = Counter()  # every sender is fresh: nonces counted here
         self.sent = 0
         self.by_function: Counter[str] = Counter()
+        self.gas_by_function: Counter[str] = Counter()  # gas used, from the receipts
+        self._function_of: dict[tuple[str, int], str] = {}
 
     def rpc_batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
         if not calls:
@@ -120,12 +123,16 @@ class Swarm:
             failed = [r for r in receipts if r is None or int(r["status"], 16) != 1]
             if failed:
                 raise RuntimeError(f"{len(failed)} transaction(s) failed or were not mined")
+            for tx, receipt in zip(chunk, receipts, strict=True):
+                function = self._function_of.pop((tx["from"], int(tx["nonce"], 16)))
+                self.gas_by_function[function] += int(receipt["gasUsed"], 16)
             self.sent += len(chunk)
 
     def tx(self, sender: str, function: str, args: list[Any], gas: int, value: int = 0) -> dict:
         nonce = self.nonces[sender]
         self.nonces[sender] += 1
         self.by_function[function] += 1
+        self._function_of[(sender, nonce)] = function
         return {
             "from": sender,
             "to": self.coordinator,
@@ -196,8 +203,16 @@ class Tally:
     flaggers: dict[tuple[int, str], list[str]] = field(default_factory=dict)
 
 
-def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: int) -> Tally:
-    """Register in round 0, publish rounds 1..rounds, judge each through its phases."""
+def play_swarm(
+    swarm: Swarm,
+    deployment: Any,
+    peers: list[str],
+    rounds: int,
+    k: int,
+    after_round: Callable[[int], None] | None = None,
+) -> Tally:
+    """Register in round 0, publish rounds 1..rounds, judge each through its phases;
+    ``after_round(now)`` runs once each round's blocks are mined."""
     n = len(peers)
     phases = deployment.phases
     g, c = phases.grace_rounds, phases.commit_rounds
@@ -247,6 +262,8 @@ def play_swarm(swarm: Swarm, deployment: Any, peers: list[str], rounds: int, k: 
             f"  round {now}: {len(txs) + 2 * (1 <= sealed <= rounds)} transactions "
             f"({swarm.sent:,} in all)"
         )
+        if after_round is not None:
+            after_round(now)
     return tally
 
 
