@@ -45,7 +45,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -445,6 +446,27 @@ def serve(rpc_url: str, work: Path) -> Server:
     return Server(process, url)
 
 
+@contextmanager
+def bench_chain(
+    work: Path, committee: int, gas_limit: int = 2_000_000_000
+) -> Iterator[tuple[Any, Web3, Any]]:
+    """An Anvil of its own (huge blocks, no request limit) with a coordinator of committee size
+    ``committee`` deployed (``work/deployment.json``): (anvil, w3, deployment); stopped after."""
+    anvil = start_anvil(
+        work / "anvil.log",
+        extra_args=("--gas-limit", str(gas_limit), "--silent", "--no-request-size-limit"),
+    )
+    try:
+        w3 = connect(anvil.url, timeout=600)
+        config = DeployConfig(round_duration=ROUND, min_stake=ETHER // 10, committee_size=committee)
+        deployment = deploy_coordinator(
+            w3, Account.from_key(DEV_KEYS[0]), config, out=work / "deployment.json"
+        )
+        yield anvil, w3, deployment
+    finally:
+        anvil.stop()
+
+
 # ------------------------------------------------------------------------------------ main
 
 
@@ -462,20 +484,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-indexer-") as tmp:
         work = Path(tmp)
-        anvil = start_anvil(
-            work / "anvil.log",
-            extra_args=("--gas-limit", "2000000000", "--silent", "--no-request-size-limit"),
-        )
-        try:
-            w3 = connect(anvil.url, timeout=300)
-            deployment = deploy_coordinator(
-                w3,
-                Account.from_key(DEV_KEYS[0]),
-                DeployConfig(
-                    round_duration=ROUND, min_stake=ETHER // 10, committee_size=args.committee
-                ),
-                out=work / "deployment.json",
-            )
+        with bench_chain(work, args.committee) as (anvil, w3, deployment):
             log(
                 f"swarm: {args.peers} peers, {args.rounds} rounds, committee size {args.committee}"
                 f", phases {deployment.phases.model_dump()}"
@@ -508,8 +517,6 @@ def main() -> None:
                 health = load(server.url, ["health"], args.clients, args.requests)
             finally:
                 server.stop()
-        finally:
-            anvil.stop()
 
     print()
     print("| measure | result | baseline | ratio |")

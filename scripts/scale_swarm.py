@@ -25,7 +25,8 @@ k, reported with the baseline it is measured against in the same run:
   the round's length.
 
 Then the largest k a chain sustaining a given gas rate carries (``--gas-per-second``).
-Everything stays on 127.0.0.1 and every loop is bounded; docs/SCALE.md quotes one run.
+Everything stays on 127.0.0.1 and every loop is bounded; docs/BENCHMARKS.md ("Scale") quotes one
+run.
 """
 
 from __future__ import annotations
@@ -49,29 +50,25 @@ from eth_account import Account
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_indexer import (  # noqa: E402 - scripts/ is on the path when run as a script
-    ETHER,
+# scripts/ is on the path when this runs as a script
+from bench_data_plane import placeholder_model  # noqa: E402
+from bench_indexer import (  # noqa: E402
     ROUND,
     Swarm,
+    bench_chain,
     log,
     peer_addresses,
     play_swarm,
     serve,
 )
 
-from node.chain.deployer import DeployConfig, deploy_coordinator  # noqa: E402
 from node.chain.eip712 import Domain  # noqa: E402
 from node.chain.events import RolloutsPublished  # noqa: E402
 from node.chain.rounds import round_seed  # noqa: E402
-from node.chain.rpc import connect  # noqa: E402
 from node.config import SamplingSettings  # noqa: E402
-from node.local.anvil import DEV_KEYS, start_anvil  # noqa: E402
 from node.policy.model import load_tokenizer  # noqa: E402
 from node.policy.peer_ids import PeerIds, written_completion  # noqa: E402
-from node.provenance.seeds import SAMPLER_ID  # noqa: E402
-from node.rollouts import ModelInfo  # noqa: E402
 from node.rollouts.assemble import assemble_batch  # noqa: E402
-from node.rollouts.schema import LoraShape  # noqa: E402
 from node.sampling.verify import RoundContext, verify_batch  # noqa: E402
 from node.storage import LocalStore  # noqa: E402
 from node.tasks import derive_tasks, get_preset  # noqa: E402
@@ -160,14 +157,7 @@ def canned_batches(count: int, deployment: Any, round_: int) -> tuple[list, Roun
     )
     seed = round_seed(bytes.fromhex(deployment.genesis_seed[2:]), round_)
     n, g = deployment.rules.tasks_per_round, deployment.rules.group_size
-    model = ModelInfo(  # base and adapter are placeholders: nothing here recomputes
-        name="HuggingFaceTB/SmolLM2-135M-Instruct",
-        base="0x" + "ba" * 32,
-        adapter="0x" + "ab" * 32,
-        lora=LoraShape(rank=16, alpha=32, targets=["k_proj", "o_proj", "q_proj", "v_proj"]),
-        sampler=SAMPLER_ID,
-        tokenizer=tokens.digest,
-    )
+    model = placeholder_model(tokens)
     rng = random.Random(0)
     made = []
     for i in range(count):
@@ -226,18 +216,7 @@ def time_judging(seats: int, deployment: Any, work: Path) -> tuple[float, float]
 
 
 def run_swarm(peers: int, rounds: int, k: int, per_block: int, work: Path) -> Run:
-    anvil = start_anvil(
-        work / "anvil.log",
-        extra_args=("--gas-limit", "4000000000", "--silent", "--no-request-size-limit"),
-    )
-    try:
-        w3 = connect(anvil.url, timeout=600)
-        deployment = deploy_coordinator(
-            w3,
-            Account.from_key(DEV_KEYS[0]),
-            DeployConfig(round_duration=ROUND, min_stake=ETHER // 10, committee_size=k),
-            out=work / "deployment.json",
-        )
+    with bench_chain(work, k, gas_limit=4_000_000_000) as (anvil, w3, deployment):
         swarm = Swarm(anvil.url, w3, deployment.coordinator, per_block)
         server = serve(anvil.url, work)
         try:
@@ -256,11 +235,9 @@ def run_swarm(peers: int, rounds: int, k: int, per_block: int, work: Path) -> Ru
             calls=swarm.by_function, seats=tally.seats, registration_gas=registration,
             catch_ups=catch_ups,
         )  # fmt: skip
-        seats = round(result.seats_per_node_round)
-        result.judge_s, result.baseline_s = time_judging(seats, deployment, work)
-        return result
-    finally:
-        anvil.stop()
+    seats = round(result.seats_per_node_round)
+    result.judge_s, result.baseline_s = time_judging(seats, deployment, work)
+    return result
 
 
 # --------------------------------------------------------------------------------- report
@@ -285,7 +262,8 @@ def report(runs: list[Run], gas_rates: list[float], fetch_peers: int) -> None:
     print()
     print("| k | seats per node-round (fetch + verify each) | + training fetches "
           "| judging a node-round, s | share of a 120-s round | x sha256 + json.loads "
-          "| indexer: a round's blocks indexed after, s (mean, max) | max share of a round |")  # fmt: skip
+          "| indexer: a round's blocks indexed after, s (mean, max) "
+          "| max share of a round |")  # fmt: skip
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in runs:
         print(
@@ -295,7 +273,7 @@ def report(runs: list[Run], gas_rates: list[float], fetch_peers: int) -> None:
             f"| {100 * max(r.catch_ups) / ROUND_SECONDS:.1f} % |"
         )
     print()
-    print("| chain gas rate | largest k measured that fits | swarm of N peers it carries at that k |")
+    print("| chain gas rate | largest k measured that fits | peers it carries at that k |")
     print("| ---: | ---: | ---: |")
     for rate in gas_rates:
         fitting = [r for r in runs if r.swarm_gas_per_round / ROUND_SECONDS <= rate]
