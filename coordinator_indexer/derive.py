@@ -28,7 +28,7 @@ Definitions (the leaderboard's meaning; docs/INDEXER.md, "What the leaderboard m
   Pending depends on the indexed block's round, so it is computed when read, never stored; without
   the round's phases (``closed_before`` None) every unsettled batch is pending.
 - **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
-  ``node.chain.committee.seated_subjects``, over the seal's beacon and total weight, the round's
+  ``node.chain.committee.RoundSeats``, over the seal's beacon and total weight, the round's
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
   round's published batches, and how many of them it revealed a verdict on (``duties``).
 
@@ -75,7 +75,7 @@ from coordinator_indexer import schema
 from coordinator_indexer.records import Touched
 from coordinator_indexer.round_rules import RulesHistory, read_rules_history
 from coordinator_indexer.schema import INT64_MAX, UINT256_MAX
-from node.chain.committee import seated_subjects
+from node.chain.committee import RoundSeats
 from node.chain.models import VerdictState, weighted_median_milli
 
 T = TypeVar("T")
@@ -411,11 +411,12 @@ def _duty_rows(
     committee size (a chain whose rulesAt says 0) only those seats are known."""
     beacon, total = bytes.fromhex(seal.beacon[2:]), int(seal.total_weight_wei)
     size = seal.committee_size
+    ring = RoundSeats(beacon, total, size, subjects) if size >= 1 else None
     rows = []
     for peer in sorted(set(weights) | {attester for r, attester in voted if r == round_}):
         votes = voted.get((round_, peer), {})
         weight = weights.get(peer, 0)
-        drawn = seated_subjects(beacon, total, size, peer, weight, subjects) if size >= 1 else []
+        drawn = ring.of(peer, weight) if ring is not None else []
         seats = set(drawn) | {subject for subject, counted in votes.items() if counted}
         if seats:
             done = sum(1 for subject in seats if subject in votes)

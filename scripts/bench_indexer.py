@@ -11,7 +11,7 @@ What it does:
    default, so each peer judges about 3 batches a round) and plays a swarm: N peers register in
    round 0; for rounds 1..R every peer publishes a batch; in r's commit phase (round r+2) one
    account seals r and every peer with a seat commits its verdicts on the batches it is seated
-   for (seats computed from the seal and ``weightAt`` with ``node.chain.committee.seated_subjects``),
+   for (seats computed from the seal and ``weightAt`` with ``node.chain.committee.RoundSeats``),
    reveals them in r's reveal phase (r+4), and after it (r+6) the flagged batches are settled
    and their flags resolved. Every 50th peer's batches are flagged by its committee (and upheld:
    slashed). The chain's clock jumps to each round's start (``evm_setNextBlockTimestamp``).
@@ -62,7 +62,7 @@ from coordinator_indexer.ingest import Indexer, IngestSettings
 from coordinator_indexer.store import Store
 from node.chain.abi import load_abi
 from node.chain.client import CoordinatorClient
-from node.chain.committee import ballot_commitment, seated_subjects, sort_items
+from node.chain.committee import RoundSeats, ballot_commitment, sort_items
 from node.chain.deployer import DeployConfig, deploy_coordinator
 from node.chain.events import EventReader
 from node.chain.models import VerdictItem, VerdictState
@@ -177,10 +177,11 @@ def seats(
     beacon: bytes, total: int, k: int, subjects: list[str], weights: dict[str, int]
 ) -> dict[str, list[str]]:
     """Each attester's seats (subjects, ascending) on the sealed round's committees, by the seat
-    rule (``committee.seated_subjects``: one threshold per attester, N^2 hashes a round)."""
+    rule (``committee.RoundSeats``: one hash per peer and a sort)."""
+    ring = RoundSeats(beacon, total, k, subjects)
     out: dict[str, list[str]] = {}
     for attester, weight in weights.items():
-        mine = seated_subjects(beacon, total, k, attester, weight, subjects)
+        mine = ring.of(attester, weight)
         if mine:
             out[attester] = sorted(mine, key=lambda s: int(s, 16))
     return out

@@ -371,6 +371,8 @@ interface ISwarmCoordinator {
     function seal(uint64 round) external view returns (Seal memory);
     /// @notice The block whose hash draws `round`'s beacon (0 until the first seal call fixes it).
     function beaconBlock(uint64 round) external view returns (uint256);
+    /// @notice Version of the committee seat rule (docs/PROTOCOL.md, "Seats"): 2, points on a ring.
+    function seatRule() external pure returns (uint256);
     /// @notice Whether `attester` sits on `subject`'s committee of a sealed `round`, and its vote weight there.
     function committeeSeat(uint64 round, address subject, address attester)
         external

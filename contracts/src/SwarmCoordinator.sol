@@ -19,6 +19,7 @@ contract SwarmCoordinator is ISwarmCoordinator {
     );
     bytes32 private constant _NAME_HASH = keccak256("SwarmCoordinator");
     bytes32 private constant _VERSION_HASH = keccak256("2");
+
     /// @notice EIP-712 type hash of a relayed publication.
     bytes32 public constant PUBLISH_TYPEHASH = keccak256(
         "Publish(address peer,uint64 round,bytes32 digest,uint32 groups,uint32 completions,int64 rewardSum,address relayer,uint64 deadline)"
@@ -593,6 +594,11 @@ contract SwarmCoordinator is ISwarmCoordinator {
         return _beaconBlocks[round];
     }
 
+    /// @notice Version of the committee seat rule (docs/PROTOCOL.md, "Seats"): 2, points on a ring.
+    function seatRule() external pure returns (uint256) {
+        return 2;
+    }
+
     /// @notice Whether `attester` sits on `subject`'s committee of a drawn `round`, and its vote weight there.
     /// @param round The round.
     /// @param subject The publishing peer.
@@ -910,6 +916,9 @@ contract SwarmCoordinator is ISwarmCoordinator {
 
     /// @dev The seat rule: fully seated with weight w when k * w >= T, else seated with probability k * w / T
     /// (drawn from the beacon) with weight T / k, so a seat's expected weight is w whatever the stake's split.
+    /// The draw is the subject's point on a ring of 2^256 minus the attester's (each a hash of the beacon and
+    /// one address, in opposite word orders): an attester's seats are the subjects whose points lie on an arc
+    /// after its own, so anyone can list every seat of a round in O((N + S) log S), not N * S hashes.
     function _voteWeight(
         bytes20 beacon,
         uint256 totalWeight,
@@ -921,7 +930,17 @@ contract SwarmCoordinator is ISwarmCoordinator {
         if (weight == 0 || totalWeight == 0 || attester == subject) return 0;
         uint256 scaled = committeeSize * weight;
         if (scaled >= totalWeight) return weight;
-        uint256 draw = uint256(keccak256(abi.encode(beacon, subject, attester)));
+        // draw = (uint256(keccak256(abi.encode(beacon, subject))) - uint256(keccak256(abi.encode(attester, beacon))))
+        // mod 2^256, in the scratch space (the two word orders keep the points apart)
+        uint256 draw;
+        assembly ("memory-safe") {
+            mstore(0x00, beacon)
+            mstore(0x20, and(subject, 0xffffffffffffffffffffffffffffffffffffffff))
+            let point := keccak256(0x00, 0x40)
+            mstore(0x00, and(attester, 0xffffffffffffffffffffffffffffffffffffffff))
+            mstore(0x20, beacon)
+            draw := sub(point, keccak256(0x00, 0x40))
+        }
         return draw < (type(uint256).max / totalWeight) * scaled ? totalWeight / committeeSize : 0;
     }
 

@@ -348,6 +348,11 @@ class CoordinatorClient:
         """``round``'s seal, None while it is not sealed."""
         return SealInfo.from_abi(self._call("seal", round))
 
+    def seat_rule(self) -> int:
+        """The version of the seat rule the contract draws committees with
+        (``node.chain.committee.SEAT_RULE`` is the one this software computes)."""
+        return int(self._call("seatRule"))
+
     def committee_seat(self, round: int, subject: str, attester: str) -> tuple[bool, int]:
         """Whether ``attester`` sits on ``subject``'s committee of sealed ``round``, and its vote
         weight there."""

@@ -5,10 +5,15 @@ A sealed round r has a beacon and a total judging weight T (``seal(r)``). The se
 an attester other than the subject with w > 0 is seated
 
 - always when ``k * w >= T``, with vote weight w;
-- else iff ``uint256(keccak256(abi.encode(beacon, subject, attester))) < (2**256 - 1) // T * (k * w)``,
-  with vote weight ``T // k``.
+- else iff ``seat_draw(beacon, subject, attester) < (2**256 - 1) // T * (k * w)``, with vote weight
+  ``T // k``. The draw is ``(point(subject) - point(attester)) mod 2**256``, where a subject's point
+  is ``keccak256(abi.encode(beacon, subject))`` and an attester's ``keccak256(abi.encode(attester,
+  beacon))`` (the two word orders keep a's draw on b unrelated to b's on a).
 
 Each seat's expected vote weight is its stake, so splitting stake over identities gains nothing.
+On the ring of 2**256 an attester's seats are the subjects whose points lie on the arc of length
+``threshold`` after its own point, so every seat of a round is listed with one hash per peer and a
+sort (``RoundSeats``), not one hash per (subject, attester) pair.
 
 A ballot is committed as ``keccak256(abi.encode(attester, round, items_hash(items), salt))`` and
 revealed with the same items (sorted by subject, strictly ascending) and salt; after the reveal
@@ -18,6 +23,7 @@ the contract keeps ``reveal_receipt(items)`` in its place.
 from __future__ import annotations
 
 import secrets
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
@@ -45,10 +51,24 @@ def _beacon_word(beacon: bytes) -> bytes:
     return beacon + bytes(12)
 
 
-def seat_hash(beacon: bytes, subject: str, attester: str) -> int:
-    """``uint256(keccak256(abi.encode(bytes20 beacon, subject, attester)))``: the seat lottery."""
-    word = _beacon_word(beacon) + _address_word(subject) + _address_word(attester)
-    return int.from_bytes(keccak(word), "big")
+#: Version of the seat rule the contract reports (``seatRule()``).
+SEAT_RULE = 2
+_RING = 2**256
+
+
+def subject_point(beacon: bytes, subject: str) -> int:
+    """``uint256(keccak256(abi.encode(bytes20 beacon, subject)))``: the subject on the ring."""
+    return int.from_bytes(keccak(_beacon_word(beacon) + _address_word(subject)), "big")
+
+
+def attester_point(beacon: bytes, attester: str) -> int:
+    """``uint256(keccak256(abi.encode(attester, bytes20 beacon)))``: where its arc starts."""
+    return int.from_bytes(keccak(_address_word(attester) + _beacon_word(beacon)), "big")
+
+
+def seat_draw(beacon: bytes, subject: str, attester: str) -> int:
+    """The seat lottery: the subject's point minus the attester's, modulo 2**256."""
+    return (subject_point(beacon, subject) - attester_point(beacon, attester)) % _RING
 
 
 def _threshold(total_weight: int, committee_size: int, weight: int) -> int | None:
@@ -78,7 +98,7 @@ def vote_weight(
     threshold = _threshold(total_weight, committee_size, weight)
     if threshold is None:
         return weight
-    seated = seat_hash(beacon, subject, attester) < threshold
+    seated = seat_draw(beacon, subject, attester) < threshold
     return total_weight // committee_size if seated else 0
 
 
@@ -90,23 +110,51 @@ def seated_subjects(
     weight: int,
     subjects: Iterable[str],
 ) -> list[str]:
-    """The subjects on whose committees ``attester`` holds a seat: ``vote_weight`` > 0 for each,
-    computed once per attester (an indexer asks this for every peer of every round: N^2 draws)."""
-    if committee_size < 1:
-        raise ValueError(f"committee size must be at least 1, got {committee_size}")
-    own = _address_word(attester)
-    if weight <= 0 or total_weight <= 0:
-        return []
-    threshold = _threshold(total_weight, committee_size, weight)
-    prefix = _beacon_word(beacon)
-    seated = []
-    for subject in subjects:
-        word = _address_word(subject)
-        if word == own:
-            continue
-        if threshold is None or int.from_bytes(keccak(prefix + word + own), "big") < threshold:
-            seated.append(subject)
-    return seated
+    """The subjects on whose committees ``attester`` holds a seat (``vote_weight`` > 0 for each),
+    in the order given: one hash per subject. For every attester of a round, ``RoundSeats``."""
+    subjects = list(subjects)
+    return RoundSeats(beacon, total_weight, committee_size, subjects).of(attester, weight, subjects)
+
+
+class RoundSeats:
+    """Every seat of one sealed round over its ``subjects``, by the points on the ring: one hash
+    per subject here and one per attester asked, then a binary search (O((N + S) log S) for a
+    round of S batches and N attesters, where testing each pair would take N * S hashes)."""
+
+    def __init__(
+        self, beacon: bytes, total_weight: int, committee_size: int, subjects: Iterable[str]
+    ) -> None:
+        if committee_size < 1:
+            raise ValueError(f"committee size must be at least 1, got {committee_size}")
+        self.beacon, self.total_weight, self.committee_size = beacon, total_weight, committee_size
+        points = {(subject_point(beacon, s), s) for s in subjects}
+        self._ring = sorted(points, key=lambda point: point[0])
+        self._points = [point for point, _ in self._ring]
+
+    def of(self, attester: str, weight: int, order: Sequence[str] | None = None) -> list[str]:
+        """The subjects ``attester`` (weight ``weight``) is seated on: the arc of the ring after
+        its point, itself left out; in ``order`` when given, else by point."""
+        if weight <= 0 or self.total_weight <= 0:
+            return []
+        own = _address_word(attester)
+        threshold = _threshold(self.total_weight, self.committee_size, weight)
+        if threshold is None:
+            arc = self._ring
+        else:
+            start = attester_point(self.beacon, attester)
+            arc = self._arc(start, threshold)
+        seated = {subject for _, subject in arc if _address_word(subject) != own}
+        if order is None:
+            return [subject for _, subject in arc if subject in seated]
+        return [subject for subject in order if subject in seated]
+
+    def _arc(self, start: int, length: int) -> list[tuple[int, str]]:
+        """The subjects whose points p satisfy (p - start) mod 2**256 < length."""
+        first = bisect_left(self._points, start)
+        end = start + length
+        if end <= _RING:
+            return self._ring[first : bisect_left(self._points, end)]
+        return self._ring[first:] + self._ring[: bisect_left(self._points, end - _RING)]
 
 
 def settle_outcome(

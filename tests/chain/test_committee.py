@@ -13,13 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from node.chain.committee import (
+    SEAT_RULE,
+    RoundSeats,
+    attester_point,
     ballot_commitment,
     encode_items,
     items_hash,
     reveal_receipt,
-    seat_hash,
+    seat_draw,
     seated_subjects,
     sort_items,
+    subject_point,
     vote_weight,
 )
 from node.chain.models import Rules
@@ -66,7 +70,19 @@ def test_the_lottery_branch_pays_t_over_k_below_its_threshold(
         assert got == weight
     else:
         threshold = ((2**256 - 1) // total) * (k * weight)
-        assert got == (total // k if seat_hash(beacon, subject, attester) < threshold else 0)
+        assert got == (total // k if seat_draw(beacon, subject, attester) < threshold else 0)
+
+
+def test_the_draw_is_the_subjects_point_minus_the_attesters_on_the_ring() -> None:
+    """A subject's point hashes abi.encode(beacon, subject), an attester's abi.encode(attester,
+    beacon): the two orders make a's draw on b unrelated to b's on a."""
+    beacon = bytes(range(20))
+    point = subject_point(beacon, ALICE)
+    assert point == int.from_bytes(keccak(encode(["bytes20", "address"], [beacon, ALICE])), "big")
+    start = attester_point(beacon, BOB)
+    assert start == int.from_bytes(keccak(encode(["address", "bytes20"], [BOB, beacon])), "big")
+    assert seat_draw(beacon, ALICE, BOB) == (point - start) % 2**256
+    assert (seat_draw(beacon, ALICE, BOB) + seat_draw(beacon, BOB, ALICE)) % 2**256 != 0
 
 
 def test_a_seat_is_worth_its_stake_on_average() -> None:
@@ -82,16 +98,39 @@ def test_a_seat_is_worth_its_stake_on_average() -> None:
     assert abs(sum(weights) / draws - weight) < 0.25 * weight
 
 
-def test_seated_subjects_is_vote_weight_over_every_subject() -> None:
-    """The indexer's one-attester-many-subjects path gives the seats vote_weight gives."""
+def test_round_seats_are_vote_weight_over_every_pair() -> None:
+    """The indexer's listing of a whole round (points sorted once, one arc per attester) gives
+    exactly the seats vote_weight gives pair by pair, arcs that wrap past 2^256 included."""
     rng = random.Random(5)
     peers = ["0x" + rng.randbytes(20).hex() for _ in range(120)]
     beacon, total = rng.randbytes(20), 120 * 10**18
-    for k in (3, 64):
-        for attester in peers[:12]:
+    for k in (1, 3, 64):
+        ring = RoundSeats(beacon, total, k, peers)
+        for attester in peers[:40]:
             weight = rng.choice([0, 10**17, 10**18, 5 * 10**18, 10**20])
             expected = [s for s in peers if vote_weight(beacon, total, k, s, attester, weight)]
+            assert ring.of(attester, weight, peers) == expected
+            assert sorted(ring.of(attester, weight)) == sorted(expected)
             assert seated_subjects(beacon, total, k, attester, weight, peers) == expected
+
+
+def test_an_arc_past_the_top_of_the_ring_wraps_to_its_bottom() -> None:
+    """An attester whose point is near 2^256 sits on the subjects just after 0 too."""
+    rng = random.Random(11)
+    peers = ["0x" + rng.randbytes(20).hex() for _ in range(200)]
+    beacon, total, k = bytes(20), 200 * 10**18, 50  # each arc is a quarter of the ring
+    tops = [a for a in peers if attester_point(beacon, a) > 3 * 2**254]
+    assert tops, "no attester near the top of the ring in this sample"
+    ring = RoundSeats(beacon, total, k, peers)
+    for attester in tops:
+        expected = [s for s in peers if vote_weight(beacon, total, k, s, attester, 10**18)]
+        low = [s for s in expected if subject_point(beacon, s) < 2**254]
+        assert low  # seats past the wrap
+        assert ring.of(attester, 10**18, peers) == expected
+
+
+def test_the_seat_rule_version_is_the_contracts() -> None:
+    assert SEAT_RULE == 2
 
 
 def test_items_sort_by_subject_number_and_refuse_duplicates() -> None:
@@ -161,6 +200,7 @@ def test_vote_weight_equals_the_contracts_committee_seat(chain, client_for, dev_
     from 64 (everyone seated) down to 1 (lotteries): bit-for-bit the contract's seat rule."""
     rng = random.Random(20_24)
     owner = client_for(dev_accounts[0])
+    assert owner.seat_rule() == SEAT_RULE
     clients = _random_peers(chain, client_for, rng, 10)
     start = chain.current_round() + 1
     phases = owner.cached_phases

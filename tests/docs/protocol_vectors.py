@@ -326,8 +326,13 @@ def committee_vector(inputs: Inputs) -> Vector:
     ]
     salt = bytes.fromhex(spec["salt"][2:])
     return {
-        "seat_hashes": {
-            address: hex(committee.seat_hash(beacon, spec["subject"], address))
+        "subject_point": hex(committee.subject_point(beacon, spec["subject"])),
+        "attester_points": {
+            address: hex(committee.attester_point(beacon, address))
+            for address, _ in spec["members"]
+        },
+        "seat_draws": {
+            address: hex(committee.seat_draw(beacon, spec["subject"], address))
             for address, _ in spec["members"]
         },
         "vote_weights": seats,

@@ -284,7 +284,11 @@ abstract contract CoordinatorTest is TestBase {
     {
         if (w == 0 || total == 0 || attester == subject) return 0;
         if (k * w >= total) return w;
-        uint256 draw = uint256(keccak256(abi.encode(beacon, subject, attester)));
+        uint256 draw;
+        unchecked {
+            // the subject's point on the ring minus the attester's (docs/PROTOCOL.md, "Seats")
+            draw = uint256(keccak256(abi.encode(beacon, subject))) - uint256(keccak256(abi.encode(attester, beacon)));
+        }
         return draw < (type(uint256).max / total) * (k * w) ? total / k : 0;
     }
 
