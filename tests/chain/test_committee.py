@@ -176,21 +176,28 @@ def _random_peers(chain, client_for, rng: random.Random, count: int):
 
 
 def _check_round(client, clients, round_: int) -> tuple[int, int, int]:
-    """Compares committeeSeat with vote_weight for every ordered pair of ``round_``; returns the
-    number of (sure seats, lottery wins, lottery losses)."""
+    """Compares committeeSeat with vote_weight for every ordered pair of ``round_``, and each
+    attester's seats with RoundSeats' listing; returns the number of (sure seats, lottery wins,
+    lottery losses)."""
     seal = client.seal(round_)
     assert seal is not None
     k = client.rules_at(round_).committee_size
+    subjects = [c.account_address for c in clients]
+    ring = RoundSeats(seal.beacon, seal.total_weight, k, subjects)  # the indexer's listing
     counts = [0, 0, 0]
-    for subject in clients:
-        for attester in clients:
-            s, a = subject.account_address, attester.account_address
-            weight = client.weight_at(a, round_)
+    for attester in clients:
+        a = attester.account_address
+        weight = client.weight_at(a, round_)
+        on_chain = set()
+        for s in subjects:
             expected = vote_weight(seal.beacon, seal.total_weight, k, s, a, weight)
             assert client.committee_seat(round_, s, a) == (expected > 0, expected), (round_, s, a)
+            if expected:
+                on_chain.add(s)
             if s != a:
                 branch = 0 if k * weight >= seal.total_weight else (1 if expected else 2)
                 counts[branch] += 1
+        assert set(ring.of(a, weight)) == on_chain, (round_, a)
     return counts[0], counts[1], counts[2]
 
 
