@@ -40,20 +40,14 @@ class LogReader(EventReader):
         events = self.read(start, end)
         return events, sorted(self._refused.values(), key=lambda log: log.position)
 
-    def _get_logs(self, start: int, end: int, topics: list[Any]) -> list[Any]:
-        # EventReader fetches every chunk through here and decodes what this returns.
-        return [log for log in super()._get_logs(start, end, topics) if self._decodes(log)]
-
-    def _decodes(self, log: Any) -> bool:
-        if log.get("removed", False):
-            return True  # EventReader drops it
+    def _decode(self, log: Any) -> ChainEvent | None:
+        # EventReader decodes every log through here, once.
         try:
-            decode_log(log)
+            return decode_log(log)
         except _CONTENT_ERRORS as exc:
             refused = refused_log(log, exc)
             self._refused[refused.position] = refused
-            return False
-        return True
+            return None
 
 
 def refused_log(log: Any, error: Exception) -> RefusedLog:

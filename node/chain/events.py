@@ -451,11 +451,15 @@ class EventReader:
                     ) from None
                 size = max(1, (end - start + 1) // 2)
                 continue
-            decoded = (decode_log(log) for log in logs if not log.get("removed", False))
+            decoded = (self._decode(log) for log in logs if not log.get("removed", False))
             yield sorted(
                 {e.position: e for e in decoded if e is not None}.values(), key=lambda e: e.position
             )
             start = end + 1
+
+    def _decode(self, log: Any) -> ChainEvent | None:
+        """One log's event (None: unknown to this ABI); raises on contents its model refuses."""
+        return decode_log(log)
 
     def _get_logs(self, start: int, end: int, topics: list[Any]) -> list[Any]:
         params = cast(
