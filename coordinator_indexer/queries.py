@@ -49,11 +49,25 @@ def leaderboard(conn: Connection, *, sort: str, order: str, limit: int, offset: 
     """One page of peers with their rank and committee duty, and the total number of peers: a
     read of the totals kept with each peer (``derive``, "Leaderboard totals"), whatever their
     number. Ties in the sorted column keep rank order."""
-    key = _P.c[SORTS[sort]]
-    ordering = [key.desc() if order == "desc" else key.asc(), _P.c.rank]
-    rows = conn.execute(select(_P).order_by(*ordering).limit(limit).offset(offset)).all()
-    total = conn.execute(select(func.count()).select_from(_P)).scalar_one()
-    return {"total": int(total), "entries": [_peer_entry(row) for row in rows]}
+    total = int(conn.execute(select(func.count()).select_from(_P)).scalar_one())
+    if offset >= total:
+        return {"total": total, "entries": []}
+    if sort == "rank":  # ranks are 1..total: the page is a range of them, no rows skipped
+        if order == "asc":
+            page = select(_P).where(_P.c.rank > offset).order_by(_P.c.rank)
+        else:
+            page = select(_P).where(_P.c.rank <= total - offset).order_by(_P.c.rank.desc())
+        rows = conn.execute(page.limit(limit)).all()
+    else:  # the page's ranks first (skipping over two columns), then their rows
+        key = _P.c[SORTS[sort]]
+        ordering = (key.desc() if order == "desc" else key.asc(), _P.c.rank)
+        ranks = list(
+            conn.execute(select(_P.c.rank).order_by(*ordering).limit(limit).offset(offset))
+            .scalars()
+        )
+        found = {row.rank: row for row in conn.execute(select(_P).where(_P.c.rank.in_(ranks)))}
+        rows = [found[rank] for rank in ranks if rank in found]
+    return {"total": total, "entries": [_peer_entry(row) for row in rows]}
 
 
 def peer_rank(conn: Connection, address: str) -> int | None:

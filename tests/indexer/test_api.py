@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from functools import cmp_to_key
 
 import pytest
 import requests
@@ -133,6 +134,39 @@ def test_leaderboard_paging_and_sorting(served) -> None:
     assert {e["name"] for e in by_stake["entries"][-2:]} == {"dave", "frank"}  # 0.9 ETH each
     beyond = get(service, "/api/leaderboard", offset=50).json()
     assert beyond["entries"] == [] and beyond["total"] == 6
+
+
+def test_pages_of_every_sort_make_up_its_whole_ordering(served) -> None:
+    """Pages of 2 (rank pages are ranges of ranks, the others look up the page's ranks first)
+    concatenate to exactly the one-page ordering, itself the column's order with ties by rank."""
+    service, _ = served
+    for sort in ("rank", "verified", "claimed", "rounds", "stake", "slashes", "name", "duty_done",
+                 "duty_missed"):  # fmt: skip
+        for order in ("asc", "desc"):
+            whole = get(service, "/api/leaderboard", sort=sort, order=order).json()["entries"]
+            paged = [
+                entry
+                for offset in range(0, 8, 2)
+                for entry in get(
+                    service, "/api/leaderboard", sort=sort, order=order, limit=2, offset=offset
+                ).json()["entries"]
+            ]
+            assert paged == whole and len(whole) == 6, (sort, order)
+            field = SORTED_FIELD.get(sort, sort)
+            expected = sorted(whole, key=cmp_to_key(lambda a, b: _compare(a, b, field, order)))
+            assert whole == expected, (sort, order)
+
+
+#: The entry field each sort orders by.
+SORTED_FIELD = {"verified": "verified_reward", "claimed": "claimed_reward", "stake": "stake_eth"}
+
+
+def _compare(a: dict, b: dict, field: str, order: str) -> int:
+    """The leaderboard's order of two entries: ``field`` in ``order``, ties by rank."""
+    if a[field] != b[field]:
+        before = a[field] < b[field] if order == "asc" else a[field] > b[field]
+        return -1 if before else 1
+    return a["rank"] - b["rank"]
 
 
 @pytest.mark.parametrize(
