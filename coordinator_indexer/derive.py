@@ -25,8 +25,9 @@ Definitions (the leaderboard's meaning; docs/INDEXER.md, "What the leaderboard m
 - A batch is **pending** (:func:`batch_is_pending`) while its outcome can still change: it is not
   settled, and either its round's reveal phase is not over (its committee may still reveal) or a
   counted flag waits for the dispute to be settled. Its verified reward so far is no verdict yet.
-  Pending depends on the indexed block's round, so it is computed when read, never stored; without
-  the round's phases (``closed_before`` None) every unsettled batch is pending.
+  Pending depends on the indexed block's round: a batch's flag is computed when read, a peer's
+  count is kept as of the cursor (below, "Leaderboard totals"); without the round's phases
+  (``closed_before`` None) every unsettled batch is pending.
 - **Committee duty** of a peer in a sealed round: the seats it held (the seat rule,
   ``node.chain.committee.RoundSeats``, over the seal's beacon and total weight, the round's
   committee size and the peer's ``weightAt`` read at the seal's block) on the committees of the
@@ -67,7 +68,6 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 

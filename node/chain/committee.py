@@ -102,20 +102,6 @@ def vote_weight(
     return total_weight // committee_size if seated else 0
 
 
-def seated_subjects(
-    beacon: bytes,
-    total_weight: int,
-    committee_size: int,
-    attester: str,
-    weight: int,
-    subjects: Iterable[str],
-) -> list[str]:
-    """The subjects on whose committees ``attester`` holds a seat (``vote_weight`` > 0 for each),
-    in the order given: one hash per subject. For every attester of a round, ``RoundSeats``."""
-    subjects = list(subjects)
-    return RoundSeats(beacon, total_weight, committee_size, subjects).of(attester, weight, subjects)
-
-
 class RoundSeats:
     """Every seat of one sealed round over its ``subjects``, by the points on the ring: one hash
     per subject here and one per attester asked, then a binary search (O((N + S) log S) for a

@@ -21,7 +21,6 @@ from node.chain.committee import (
     items_hash,
     reveal_receipt,
     seat_draw,
-    seated_subjects,
     sort_items,
     subject_point,
     vote_weight,
@@ -111,7 +110,6 @@ def test_round_seats_are_vote_weight_over_every_pair() -> None:
             expected = [s for s in peers if vote_weight(beacon, total, k, s, attester, weight)]
             assert ring.of(attester, weight, peers) == expected
             assert sorted(ring.of(attester, weight)) == sorted(expected)
-            assert seated_subjects(beacon, total, k, attester, weight, peers) == expected
 
 
 def test_an_arc_past_the_top_of_the_ring_wraps_to_its_bottom() -> None:
@@ -127,10 +125,6 @@ def test_an_arc_past_the_top_of_the_ring_wraps_to_its_bottom() -> None:
         low = [s for s in expected if subject_point(beacon, s) < 2**254]
         assert low  # seats past the wrap
         assert ring.of(attester, 10**18, peers) == expected
-
-
-def test_the_seat_rule_version_is_the_contracts() -> None:
-    assert SEAT_RULE == 2
 
 
 def test_items_sort_by_subject_number_and_refuse_duplicates() -> None:
