@@ -96,6 +96,7 @@ def create_app(
     status: Callable[[], IngestStatus] | None = None,
 ) -> FastAPI:
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
+    orderings = queries.Orderings()  # the leaderboard's sorts, kept per indexed state
     app = FastAPI(
         title="Swarm coordinator indexer",
         version=API_VERSION,
@@ -166,7 +167,15 @@ def create_app(
         chosen = order or ("asc" if sort in ("rank", "name") else "desc")
         state = store.state()
         with store.engine.connect() as conn:
-            page = queries.leaderboard(conn, sort=sort, order=chosen, limit=limit, offset=offset)
+            page = queries.leaderboard(
+                conn,
+                sort=sort,
+                order=chosen,
+                limit=limit,
+                offset=offset,
+                orderings=orderings,
+                key=queries.state_key(state),
+            )
         return {
             **page,
             "limit": limit,

@@ -62,6 +62,7 @@ class IndexerState:
     genesis: int | None = None
     round_duration: int | None = None
     totals_closed_before: int | None = None
+    peers_version: int = 0
 
     def closed_before(self, genesis: int, round_duration: int) -> int | None:
         """Rounds below this one are past their reveal phase at the indexed block (their
@@ -105,11 +106,14 @@ def _phase(conn: Connection) -> Phase:
 
 def _recompute(conn: Connection, touched: Touched) -> None:
     """``derive.recompute`` at the cursor as it stands in this transaction, noting the
-    ``closed_before`` the peers' totals are now kept for."""
+    ``closed_before`` the peers' totals are now kept for, and counting the write."""
     phase = _phase(conn)
     recompute(conn, touched, phase)
     kept = _NONE_CLOSED if phase.now is None else phase.now
-    conn.execute(schema.indexer_state.update().values(totals_closed_before=kept))
+    state = schema.indexer_state
+    conn.execute(
+        state.update().values(totals_closed_before=kept, peers_version=state.c.peers_version + 1)
+    )
 
 
 def normalise_url(url: str) -> str:
@@ -356,7 +360,7 @@ class Store:
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every data table's rows, sorted, without the columns that record when a write happened
         (for comparing two databases that indexed the same chain)."""
-        volatile = {"updated_at", "chain_head"}
+        volatile = {"updated_at", "chain_head", "peers_version"}
         out = {}
         with self.engine.connect() as conn:
             for table in schema.DATA_TABLES:

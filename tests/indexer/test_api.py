@@ -414,6 +414,45 @@ def test_the_leaderboard_fills_as_peers_publish(
         service.stop()
 
 
+def test_kept_sort_orders_follow_every_write_to_the_totals(
+    chain, client_for, dev_accounts, deployment, tmp_path
+):
+    """The server keeps each sort's order of the peers until the totals change: after every
+    phase of the scenario, with every order read (and kept) before it, each sort's page is the
+    one a fresh read of the database gives; and the orders did change between phases."""
+    service = start_service(chain, deployment, tmp_path)
+    fresh_orders: list[dict[tuple[str, str], list[str]]] = []
+
+    def compare(phase: int) -> None:
+        head = chain.w3.eth.block_number
+        wait_for(lambda: caught_up(service, head), what=f"phase {phase}'s blocks")
+        orders = {}
+        for sort in queries.SORTS:
+            for order in ("asc", "desc"):
+                served = get(service, "/api/leaderboard", sort=sort, order=order).json()
+                with service.store.engine.connect() as conn:  # type: ignore[union-attr]
+                    fresh = queries.leaderboard(conn, sort=sort, order=order, limit=50, offset=0)
+                orders[sort, order] = [e["address"] for e in fresh["entries"]]
+                assert [e["address"] for e in served["entries"]] == orders[sort, order], (
+                    phase, sort, order,
+                )  # fmt: skip
+                assert [e["rank"] for e in served["entries"]] == [
+                    e["rank"] for e in fresh["entries"]
+                ]
+        fresh_orders.append(orders)
+
+    try:
+        play(chain, client_for, dev_accounts[1:], between=compare)
+    finally:
+        service.stop()
+    changed = {
+        key for before, after in zip(fresh_orders, fresh_orders[1:]) for key in before
+        if before[key] != after[key]
+    }  # fmt: skip
+    kept_orders_that_changed = {("verified", "asc"), ("stake", "asc"), ("duty_done", "desc")}
+    assert kept_orders_that_changed <= changed
+
+
 def test_a_deep_reorg_stops_serving_data_but_not_the_server(
     chain, client_for, dev_accounts, deployment, tmp_path
 ):

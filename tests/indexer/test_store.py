@@ -157,7 +157,7 @@ def test_migration_4_brings_a_v1_release_database_forward(sqlite_url, request, d
     make_v3_database(url, with_rows=True)
     store = Store.open(url)
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 8
+        assert current_version(store.engine) == LATEST_VERSION == 9
         names = set(inspect(store.engine).get_table_names())
         assert {t.name for t in schema.metadata.sorted_tables} <= names
         assert set(schema.LEGACY_TABLES) <= names
@@ -274,7 +274,7 @@ def test_migration_6_settles_a_tie_inconclusive_and_the_indexer_reads_n_and_g_ag
 
     store = Store.open(url)  # migrated, not yet prepared: n and G are still unknown
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 8
+        assert current_version(store.engine) == LATEST_VERSION == 9
         with store.engine.connect() as conn:
             (settled,) = conn.execute(select(schema.settlements)).all()
             rules = conn.execute(select(schema.rules)).all()
@@ -422,7 +422,7 @@ def test_migration_7_adds_the_evidence_table_and_each_batchs_count(sqlite_url) -
 
     store = Store.open(url)
     try:
-        assert current_version(store.engine) == LATEST_VERSION == 8
+        assert current_version(store.engine) == LATEST_VERSION == 9
         assert "evidence" in inspect(store.engine).get_table_names()
         with store.engine.connect() as conn:
             (batch,) = conn.execute(select(schema.publications)).all()
