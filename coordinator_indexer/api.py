@@ -96,7 +96,7 @@ def create_app(
     status: Callable[[], IngestStatus] | None = None,
 ) -> FastAPI:
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
-    orderings = queries.Orderings()  # the leaderboard's sorts, kept per indexed state
+    kept = queries.PerState()  # the leaderboard's sort orders and the stats, per indexed state
     app = FastAPI(
         title="Swarm coordinator indexer",
         version=API_VERSION,
@@ -173,7 +173,7 @@ def create_app(
                 order=chosen,
                 limit=limit,
                 offset=offset,
-                orderings=orderings,
+                kept=kept,
                 key=queries.state_key(state),
             )
         return {
@@ -263,7 +263,11 @@ def create_app(
         """Swarm totals."""
         state = store.state()
         with store.engine.connect() as conn:
-            totals = queries.stats(conn, state, deployment.round_duration, deployment.genesis)
+            totals = kept.get(
+                queries.state_key(state),
+                "stats",
+                lambda: queries.stats(conn, state, deployment.round_duration, deployment.genesis),
+            )
         return {
             **totals,
             "indexed_block": state.cursor_block if state else None,

@@ -257,10 +257,10 @@ def _leaderboard_totals(conn: Connection) -> None:
     )
 
 
-def _peers_version(conn: Connection) -> None:
-    """A counter of the writes to the peers' totals, which tells a server when its kept orders of
-    the leaderboard (``queries.Orderings``) are out of date."""
-    _add_missing_columns(conn, (("indexer_state", "peers_version", "0"),))
+def _state_version(conn: Connection) -> None:
+    """A count of the writes of indexed data, which tells a server when the answers it keeps
+    (``queries.PerState``) are out of date."""
+    _add_missing_columns(conn, (("indexer_state", "state_version", "0"),))
 
 
 #: (version, name, step), in order; versions are 1, 2, 3... with no gaps.
@@ -273,7 +273,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (6, "protocol v3: inconclusive settlements, n and G of the rules", _inconclusive),
     (7, "provenance evidence: its table and each batch's count", _provenance_evidence),
     (8, "leaderboard totals kept with each peer: rank, duty, pending", _leaderboard_totals),
-    (9, "indexer_state.peers_version: a count of the writes to the totals", _peers_version),
+    (9, "indexer_state.state_version: a count of the writes of indexed data", _state_version),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -14,8 +14,8 @@ The dicts carry the API's names only; the response models add the deprecated v1 
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, case, func, select, true
 
@@ -45,51 +45,46 @@ SORTS = {
 }
 
 _P = schema.peers
+T = TypeVar("T")
 
 
-class Orderings:
-    """Each sort's order of the peers, as their ranks, kept for one indexed state.
+class PerState:
+    """Answers read from one indexed state, kept until the next write to it.
 
-    A page sorted by anything but rank is a slice of its sort's order, whose rows are then read
-    by rank: the whole table is sorted once per sort and state (``state_key``: the count of
-    writes to the peers' totals), not once per request. Shared by the server's threads. An order
-    read while ingestion commits may be of the newer state, kept under the older key until a
-    request sees the new one; it is never older than its key.
+    ``key`` (``state_key``) counts the writes of indexed data: a range applied, a reorg rolled
+    back, totals recomputed (``Store``; each recomputes the totals). Kept here: each sort's
+    order of the peers, so a leaderboard page by a column other than rank is a slice of it, not
+    a sort of the whole table; and the swarm totals of ``/api/stats``, which scan every batch.
+    Shared by the server's threads. An answer read while ingestion commits may be of the newer
+    state, kept under the older key until a request sees the new one; never of an older one.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._key: Hashable = None
-        self._ranks: dict[tuple[str, str], list[int]] = {}
+        self._kept: dict[Hashable, Any] = {}
 
-    def ranks(self, conn: Connection, key: Hashable, sort: str, order: str) -> list[int]:
-        """The ranks of all peers in ``sort``'s ``order`` (ties by rank); kept unless ``key`` is
-        None."""
+    def get(self, key: Hashable, question: Hashable, read: Callable[[], T]) -> T:
+        """The answer to ``question`` at ``key``: kept, or ``read()`` (never kept for None)."""
         if key is None:
-            return self._read(conn, sort, order)
+            return read()
         with self._lock:
             if key != self._key:
-                self._key, self._ranks = key, {}
-            found = self._ranks.get((sort, order))
-        if found is None:
-            found = self._read(conn, sort, order)
-            with self._lock:
-                if key == self._key:
-                    self._ranks[(sort, order)] = found
-        return found
-
-    @staticmethod
-    def _read(conn: Connection, sort: str, order: str) -> list[int]:
-        column = _P.c[SORTS[sort]]
-        ordering = (column.desc() if order == "desc" else column.asc(), _P.c.rank)
-        return list(conn.execute(select(_P.c.rank).order_by(*ordering)).scalars())
+                self._key, self._kept = key, {}
+            if question in self._kept:
+                return self._kept[question]
+        answer = read()
+        with self._lock:
+            if key == self._key:
+                self._kept[question] = answer
+        return answer
 
 
 def state_key(state: IndexerState | None) -> Hashable:
-    """What identifies the peers' rows of one indexed state (None: nothing indexed yet)."""
+    """What identifies one indexed state (None: nothing indexed yet)."""
     if state is None:
         return None
-    return (state.chain_id, state.coordinator, state.peers_version)
+    return (state.chain_id, state.coordinator, state.state_version)
 
 
 def leaderboard(
@@ -99,13 +94,13 @@ def leaderboard(
     order: str,
     limit: int,
     offset: int,
-    orderings: Orderings | None = None,
+    kept: PerState | None = None,
     key: Hashable = None,
 ) -> dict:
     """One page of peers with their rank and committee duty, and the total number of peers: a
     read of the totals kept with each peer (``derive``, "Leaderboard totals"), whatever their
-    number. Ties in the sorted column keep rank order. With ``orderings``, a sort other than
-    rank is sorted once per ``key`` (``state_key``)."""
+    number. Ties in the sorted column keep rank order. With ``kept``, a sort other than rank
+    sorts the table once per ``key`` (``state_key``)."""
     total = int(conn.execute(select(func.count()).select_from(_P)).scalar_one())
     if offset >= total:
         return {"total": total, "entries": []}
@@ -116,11 +111,19 @@ def leaderboard(
             page = select(_P).where(_P.c.rank <= total - offset).order_by(_P.c.rank.desc())
         rows = conn.execute(page.limit(limit)).all()
     else:  # the page's ranks first, then their rows
-        ordered = (orderings or Orderings()).ranks(conn, key, sort, order)
+        question = ("order", sort, order)
+        ordered = (kept or PerState()).get(key, question, lambda: _ranks_in(conn, sort, order))
         ranks = ordered[offset : offset + limit]
         found = {row.rank: row for row in conn.execute(select(_P).where(_P.c.rank.in_(ranks)))}
         rows = [found[rank] for rank in ranks if rank in found]
     return {"total": total, "entries": [_peer_entry(row) for row in rows]}
+
+
+def _ranks_in(conn: Connection, sort: str, order: str) -> list[int]:
+    """Every peer's rank, in ``sort``'s ``order`` (ties by rank)."""
+    column = _P.c[SORTS[sort]]
+    ordering = (column.desc() if order == "desc" else column.asc(), _P.c.rank)
+    return list(conn.execute(select(_P.c.rank).order_by(*ordering)).scalars())
 
 
 def peer_rank(conn: Connection, address: str) -> int | None:

@@ -105,8 +105,8 @@ indexer_state = Table(
     # the closed_before the peers' pending and missed totals are kept for (-1: none yet; NULL:
     # not kept, recompute every peer's totals: a database migrated to version 8)
     Column("totals_closed_before", BigInteger, nullable=True),
-    # one more at every write to the peers' totals (a server's kept leaderboard orders expire)
-    Column("peers_version", BigInteger, nullable=False, default=0),
+    # one more at every write of indexed data (what a server keeps per state expires: queries)
+    Column("state_version", BigInteger, nullable=False, default=0),
     Column("updated_at", BigInteger, nullable=False),  # unix time of the last write
 )
 

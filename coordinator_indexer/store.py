@@ -62,7 +62,7 @@ class IndexerState:
     genesis: int | None = None
     round_duration: int | None = None
     totals_closed_before: int | None = None
-    peers_version: int = 0
+    state_version: int = 0
 
     def closed_before(self, genesis: int, round_duration: int) -> int | None:
         """Rounds below this one are past their reveal phase at the indexed block (their
@@ -112,7 +112,7 @@ def _recompute(conn: Connection, touched: Touched) -> None:
     kept = _NONE_CLOSED if phase.now is None else phase.now
     state = schema.indexer_state
     conn.execute(
-        state.update().values(totals_closed_before=kept, peers_version=state.c.peers_version + 1)
+        state.update().values(totals_closed_before=kept, state_version=state.c.state_version + 1)
     )
 
 
@@ -360,7 +360,7 @@ class Store:
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every data table's rows, sorted, without the columns that record when a write happened
         (for comparing two databases that indexed the same chain)."""
-        volatile = {"updated_at", "chain_head", "peers_version"}
+        volatile = {"updated_at", "chain_head", "state_version"}
         out = {}
         with self.engine.connect() as conn:
             for table in schema.DATA_TABLES:

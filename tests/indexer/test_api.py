@@ -414,14 +414,16 @@ def test_the_leaderboard_fills_as_peers_publish(
         service.stop()
 
 
-def test_kept_sort_orders_follow_every_write_to_the_totals(
+def test_kept_answers_follow_every_write_of_indexed_data(
     chain, client_for, dev_accounts, deployment, tmp_path
 ):
-    """The server keeps each sort's order of the peers until the totals change: after every
-    phase of the scenario, with every order read (and kept) before it, each sort's page is the
-    one a fresh read of the database gives; and the orders did change between phases."""
+    """The server keeps each sort's order of the peers and the swarm totals until the next write
+    of indexed data: after every phase of the scenario, with all of them read (and kept) before
+    it, each sort's page and /api/stats are what a fresh read of the database gives; and the
+    orders and totals did change between phases."""
     service = start_service(chain, deployment, tmp_path)
     fresh_orders: list[dict[tuple[str, str], list[str]]] = []
+    fresh_stats: list[dict] = []
 
     def compare(phase: int) -> None:
         head = chain.w3.eth.block_number
@@ -440,6 +442,13 @@ def test_kept_sort_orders_follow_every_write_to_the_totals(
                     e["rank"] for e in fresh["entries"]
                 ]
         fresh_orders.append(orders)
+        store = service.store
+        assert store is not None
+        with store.engine.connect() as conn:
+            totals = queries.stats(conn, store.state(), deployment.round_duration, deployment.genesis)
+        served_stats = get(service, "/api/stats").json()
+        assert {k: served_stats[k] for k in totals} == totals, phase
+        fresh_stats.append(totals)
 
     try:
         play(chain, client_for, dev_accounts[1:], between=compare)
@@ -451,6 +460,7 @@ def test_kept_sort_orders_follow_every_write_to_the_totals(
     }  # fmt: skip
     kept_orders_that_changed = {("verified", "asc"), ("stake", "asc"), ("duty_done", "desc")}
     assert kept_orders_that_changed <= changed
+    assert len({str(totals) for totals in fresh_stats}) == len(fresh_stats)  # each phase moved
 
 
 def test_a_deep_reorg_stops_serving_data_but_not_the_server(

@@ -137,7 +137,7 @@ def test_migration_8_leaves_a_rank_and_the_next_run_keeps_the_totals(
             ("indexer_state", "genesis"),
             ("indexer_state", "round_duration"),
             ("indexer_state", "totals_closed_before"),
-            ("indexer_state", "peers_version"),  # migration 9's
+            ("indexer_state", "state_version"),  # migration 9's
         ):
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         conn.execute(text("DELETE FROM schema_migrations WHERE version >= 8"))
