@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/bench_indexer.py                  # 1,000 peers, 20 rounds
     .venv/bin/python scripts/bench_indexer.py --peers 100 --rounds 5   # a quick look
+    .venv/bin/python scripts/bench_indexer.py --profile sync.prof      # where ingestion goes
 
 What it does:
 
@@ -35,7 +36,10 @@ its load; docs/BENCHMARKS.md quotes one run and the machine it ran on.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
 import hashlib
+import pstats
 import random
 import signal
 import statistics
@@ -332,7 +336,9 @@ def _settlements(
 # ------------------------------------------------------------------------------- measuring
 
 
-def measure_ingestion(w3: Web3, deployment: Any, db_url: str) -> dict[str, Any]:
+def measure_ingestion(
+    w3: Web3, deployment: Any, db_url: str, profile: Path | None = None
+) -> dict[str, Any]:
     head = w3.eth.block_number
     started = time.perf_counter()
     events = EventReader(w3, deployment.coordinator, max_chunk=2_000).read(
@@ -347,9 +353,14 @@ def measure_ingestion(w3: Web3, deployment: Any, db_url: str) -> dict[str, Any]:
     store = Store.open(db_url)
     indexer = Indexer(w3, deployment, store, IngestSettings(confirmations=12, max_range=2_000))
     indexer.prepare()
+    profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
-    result = indexer.sync()
+    with profiler or contextlib.nullcontext():
+        result = indexer.sync()
     indexer_s = time.perf_counter() - started
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(profile)
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
     counts = store.counts()
     store.close()
     assert result.cursor == head
@@ -481,6 +492,12 @@ def main() -> None:
     parser.add_argument("--per-block", type=int, default=250, help="transactions per block")
     parser.add_argument("--clients", type=int, default=8, help="concurrent API clients")
     parser.add_argument("--requests", type=int, default=250, help="requests per client")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="write a cProfile of the indexer's sync here and print its top 30 (slows the sync: "
+        "its ratio to the baseline is then not the indexer's)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-indexer-") as tmp:
@@ -506,7 +523,9 @@ def main() -> None:
             )
 
             log("ingestion (same block range, fresh SQLite database)")
-            ingest = measure_ingestion(w3, deployment, f"sqlite:///{work / 'bench.db'}")
+            ingest = measure_ingestion(
+                w3, deployment, f"sqlite:///{work / 'bench.db'}", args.profile
+            )
             base_rate = ingest["events"] / ingest["baseline_s"]
             rate = ingest["events"] / ingest["indexer_s"]
             log(f"  indexer: {ingest['indexer_s']:.1f} s; rows {ingest['rows']}")
