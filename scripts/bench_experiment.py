@@ -19,8 +19,7 @@ It also measures the machine's GEMM peak (fp32 and bf16, 4096 x 576 x 1536) and 
 that one batched GRPO update of 4 nodes reaches (FLOPs: 4 x decoder parameters x tokens run + 4 x
 vocabulary x hidden x completion tokens, forward and input gradients of the frozen base; a
 prompt prefix shared within a node runs once and is counted once; padding, attention and the
-LoRA products are not counted), and the update's time with each prompt's key/value cache copied
-to its completions, as it ran before they read the prompt's keys and values in place.
+LoRA products are not counted).
 
 Usage: .venv/bin/python scripts/bench_experiment.py [--rounds 4] [--pairs 2] [--ablations]
        [--baseline REV] [--threads 2]
@@ -29,7 +28,6 @@ Usage: .venv/bin/python scripts/bench_experiment.py [--rounds 4] [--pairs 2] [--
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import statistics
 import subprocess
@@ -37,9 +35,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE = "38f4176"
@@ -104,7 +100,7 @@ def training_share_of_peak(args: argparse.Namespace, peak: dict[str, float]) -> 
     from node.learning_data import ScoredGroup
     from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
     from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
-    from node.policy.grpo import GRPOConfig, TrainShare
+    from node.policy.grpo import GRPOConfig, TrainShare, train_together
     from node.policy.model import encode_prompts, load_base
     from node.policy.precision import describe, resolve_precision
     from node.tasks import build_messages, derive_tasks, get_preset
@@ -134,42 +130,21 @@ def training_share_of_peak(args: argparse.Namespace, peak: dict[str, float]) -> 
     for precision in ("float32", "auto"):
         config = GRPOConfig(max_completion_tokens=16, precision=precision)
         shares = [TrainShare(g, pool.optimizer(n), n) for g, n in zip(groups, names)]
-        seconds = _update_seconds(pool, names, tokenizer, config, shares)
-        with _prompt_caches_copied():
-            copied = _update_seconds(pool, names, tokenizer, config, shares)
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            with pool.rows(names, trainable=True) as routing:
+                train_together(pool.model, tokenizer, config, shares, routing=routing)
+            times.append(time.perf_counter() - started)
+        seconds = statistics.median(times)
         flops = _model_flops(base.model, groups)
         dtype = resolve_precision(precision, torch.device("cpu"))
         reference = peak["bfloat16" if dtype is torch.bfloat16 else "float32"]
         lines.append(
             f"  {describe(precision)}: {seconds:.2f} s, {flops / seconds / 1e9:.0f} GFLOP/s = "
-            f"{flops / seconds / 1e9 / reference:.0%} of the {reference:.0f} GFLOP/s peak; "
-            f"with the prompts' caches copied to their completions {copied:.2f} s "
-            f"({seconds / copied:.2f}x)"
+            f"{flops / seconds / 1e9 / reference:.0%} of the {reference:.0f} GFLOP/s peak"
         )
     return "\n".join(lines)
-
-
-def _update_seconds(pool, names, tokenizer, config, shares) -> float:  # type: ignore[no-untyped-def]
-    """The median of 3 batched updates."""
-    from node.policy.grpo import train_together
-
-    times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        with pool.rows(names, trainable=True) as routing:
-            train_together(pool.model, tokenizer, config, shares, routing=routing)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
-@contextlib.contextmanager
-def _prompt_caches_copied() -> Iterator[None]:
-    """The update as before completions read their prompts' keys and values in place: each
-    prompt's cache copied G times (``prompt_sharing``'s fallback)."""
-    from node.policy import prompt_sharing
-
-    with mock.patch.object(prompt_sharing, "_reads_in_place", return_value=False):
-        yield
 
 
 def _model_flops(model, groups) -> float:  # type: ignore[no-untyped-def]

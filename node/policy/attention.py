@@ -17,21 +17,12 @@ block, on the CPU only: to this one for the model types whose own eager attentio
 and the like are theirs); a model set to anything else is left as it is. (Sampling keeps SDPA:
 explicit products for its one-token decode steps were faster alone, ~1.2 against ~1.9 ms per
 layer, but not within a whole generation.)
-
-**Rows that continue shared prompts** (``continuing``): in the update's completions pass every
-prompt has G completions. Rather than copying the prompt's keys and values G times into a cache
-(and summing the copies' gradients back), the pass runs the completions without a cache and
-this attention reads the prompts' keys and values where they are: a prompt's G completions are
-stacked along the query axis, so each prompt key/value head enters one product, as above. The
-scores over the prompt and over the completion's own tokens share one softmax, as eager's do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,30 +34,6 @@ GROUPED_EAGER = "swarm_grouped_eager"
 #: Model types whose eager attention (transformers 5.x ``eager_attention_forward``, the same
 #: function in each) is what ``grouped_eager_attention`` computes.
 GROUPED_EAGER_MODELS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma"})
-
-
-@dataclass(frozen=True)
-class SharedPrompts:
-    """Prompts that a pass's rows continue, ``rows_per_prompt`` rows each, prompt by prompt."""
-
-    keys: Sequence[torch.Tensor]  # per layer (P, KV, Tp, D), after the position rotation
-    values: Sequence[torch.Tensor]  # per layer (P, KV, Tp, D)
-    mask: torch.Tensor  # (P, Tp) 1 where a prompt has a token
-    rows_per_prompt: int
-
-
-_CONTINUING: ContextVar[SharedPrompts | None] = ContextVar("continuing", default=None)
-
-
-@contextmanager
-def continuing(prompts: SharedPrompts) -> Iterator[None]:
-    """``grouped_eager_attention`` reads ``prompts`` as every row's past during the block (the
-    model run without a cache, positions continuing each prompt's)."""
-    token = _CONTINUING.set(prompts)
-    try:
-        yield
-    finally:
-        _CONTINUING.reset(token)
 
 
 def grouped_eager_attention(
@@ -81,11 +48,6 @@ def grouped_eager_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eager attention of ``query`` (B, H, Tq, D) over ``key``/``value`` (B, KV, Tk, D), H a
     multiple of KV; returns the output (B, Tq, H, D) and the weights (B, H, Tq, Tk)."""
-    prompts = _CONTINUING.get()
-    if prompts is not None:
-        return _continuing_attention(
-            module, prompts, query, key, value, attention_mask, scaling, dropout
-        )
     batch, heads, q_len, dim = query.shape
     kv_heads = key.shape[1]
     group = heads // kv_heads
@@ -99,51 +61,6 @@ def grouped_eager_attention(
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     out = torch.matmul(weights.view(batch, kv_heads, group * q_len, -1), value)  # (B, KV, G*Tq, D)
     return out.view(batch, heads, q_len, dim).transpose(1, 2).contiguous(), weights
-
-
-def _continuing_attention(
-    module: nn.Module,
-    prompts: SharedPrompts,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float,
-) -> tuple[torch.Tensor, None]:
-    """Rows r = p * G + g over prompt p's keys/values and their own (causal) ones."""
-    rows, heads, q_len, dim = query.shape
-    kv_heads = key.shape[1]
-    group = heads // kv_heads
-    past_keys, past_values = prompts.keys[module.layer_idx], prompts.values[module.layer_idx]
-    count, _, past_len, _ = past_keys.shape
-    per = prompts.rows_per_prompt
-    if count * per != rows:
-        raise ValueError(f"{rows} rows do not continue {count} prompts of {per} rows each")
-    # (P, KV, group, G, Tq, D): query head h = kv * group + j, row r = p * G + g
-    stacked = query.view(count, per, kv_heads, group, q_len, dim).permute(0, 2, 3, 1, 4, 5)
-    past = torch.matmul(stacked.reshape(count, kv_heads, -1, dim), past_keys.transpose(2, 3))
-    past = past.view(count, kv_heads, group, per, q_len, past_len) * scaling
-    past = past.masked_fill(~prompts.mask.bool()[:, None, None, None, None], _lowest(past))
-    own_keys = key.view(count, per, kv_heads, q_len, dim).permute(0, 2, 1, 4, 3)[:, :, None]
-    own = torch.matmul(stacked, own_keys) * scaling  # (P, KV, group, G, Tq, Tq)
-    if attention_mask is None:
-        causal = torch.ones(q_len, q_len, dtype=torch.bool, device=query.device).tril()
-        own = own.masked_fill(~causal, _lowest(own))
-    else:
-        own = own + attention_mask.view(count, per, q_len, q_len)[:, None, None]
-    scores = torch.cat([past, own], dim=-1)
-    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
-    on_past, on_own = weights.split([past_len, q_len], dim=-1)
-    out = torch.matmul(on_past.reshape(count, kv_heads, -1, past_len), past_values)
-    own_values = value.view(count, per, kv_heads, q_len, dim).transpose(1, 2)[:, :, None]
-    out = out.view_as(stacked) + torch.matmul(on_own, own_values)  # (P, KV, group, G, Tq, D)
-    return out.permute(0, 3, 4, 1, 2, 5).reshape(rows, q_len, heads, dim), None
-
-
-def _lowest(scores: torch.Tensor) -> float:
-    return torch.finfo(scores.dtype).min
 
 
 @contextmanager

@@ -7,7 +7,6 @@ own tolerance tests at the end).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import pytest
@@ -17,9 +16,7 @@ pytest.importorskip("peft")
 
 from node.interrupt import Interrupted, interruptible
 from node.learning_data import ScoredGroup
-from node.policy import attention as attention_module
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
-from node.policy.attention import training_attention
 from node.policy.generation import (
     GenerationRequest,
     SamplingConfig,
@@ -39,7 +36,7 @@ from node.policy.model import BaseModel, encode_prompts, tiny_model
 from tests.policy.texts import stopped
 from node.policy.precision import describe, frozen_linear_as, resolve_precision
 from node.policy.prefill import cluster_prefixes, prefill
-from node.policy.prompt_sharing import TokenizedGroup, shared_prompt_hidden
+from node.policy.prompt_sharing import shared_prompt_hidden
 
 NAMES = ("alice", "bob", "carol")
 SYSTEM = "You answer with a number between <answer> tags, like <answer>42</answer>. " * 3
@@ -121,42 +118,17 @@ def test_a_routing_of_the_wrong_length_is_refused(pool: AdapterPool) -> None:
 # ---------------------------------------------------------------- the GRPO pass
 
 
-@pytest.mark.parametrize(
-    ("attention", "sizes"),
-    [
-        ("sdpa", "equal"),  # the prompt's cache copied to its completions
-        ("grouped", "equal"),  # the update's attention: completions read the prompt in place
-        ("grouped", "unequal"),  # groups of different sizes: copied again
-    ],
-)
-def test_shared_prompt_pass_equals_full_sequences(
-    pool: AdapterPool, tokenizer, attention: str, sizes: str, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
-    in_place = []
-    read_in_place = attention_module._continuing_attention
-
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        in_place.append(1)
-        return read_in_place(*args, **kwargs)
-
-    monkeypatch.setattr(attention_module, "_continuing_attention", counted)
+def test_shared_prompt_pass_equals_full_sequences(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
     groups = [
         tokenize_group(g, group_advantages(torch.tensor(g.rewards)), tokenizer, 16)
         for g in node_groups(tokenizer, 0)
     ]
-    if sizes == "unequal":
-        groups[1] = TokenizedGroup(
-            groups[1].prompt_ids, groups[1].completions[:3], groups[1].advantages[:3]
-        )
     with pool.activate("alice") as model:
-        model.get_base_model().set_attn_implementation("sdpa")
         values = {}
         for shared in (True, False):
             model.zero_grad(set_to_none=True)
             if shared:
-                grouped = training_attention(model, torch.device("cpu"))
-                with grouped if attention == "grouped" else contextlib.nullcontext():
-                    hidden, targets = shared_prompt_hidden(model, groups, tokenizer.pad_token_id)
+                hidden, targets = shared_prompt_hidden(model, groups, tokenizer.pad_token_id)
             else:
                 sequences = [
                     (g.prompt_ids + c, len(g.prompt_ids)) for g in groups for c in g.completions
@@ -171,7 +143,6 @@ def test_shared_prompt_pass_equals_full_sequences(
         values[True],
         values[False],
     )
-    assert bool(in_place) == (attention == "grouped" and sizes == "equal")
     assert torch.equal(shared_targets, full_targets)
     assert torch.allclose(shared_logp, full_logp, atol=1e-5)
     for key, grad in full_grads.items():
