@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, case, func, select, true
@@ -111,8 +112,8 @@ def leaderboard(
             page = select(_P).where(_P.c.rank <= total - offset).order_by(_P.c.rank.desc())
         rows = conn.execute(page.limit(limit)).all()
     else:  # the page's ranks first, then their rows
-        question = ("order", sort, order)
-        ordered = (kept or PerState()).get(key, question, lambda: _ranks_in(conn, sort, order))
+        read = partial(_ranks_in, conn, sort, order)
+        ordered = kept.get(key, ("order", sort, order), read) if kept else read()
         ranks = ordered[offset : offset + limit]
         found = {row.rank: row for row in conn.execute(select(_P).where(_P.c.rank.in_(ranks)))}
         rows = [found[rank] for rank in ranks if rank in found]

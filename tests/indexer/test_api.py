@@ -422,6 +422,8 @@ def test_kept_answers_follow_every_write_of_indexed_data(
     it, each sort's page and /api/stats are what a fresh read of the database gives; and the
     orders and totals did change between phases."""
     service = start_service(chain, deployment, tmp_path)
+    store = service.store
+    assert store is not None
     fresh_orders: list[dict[tuple[str, str], list[str]]] = []
     fresh_stats: list[dict] = []
 
@@ -432,7 +434,7 @@ def test_kept_answers_follow_every_write_of_indexed_data(
         for sort in queries.SORTS:
             for order in ("asc", "desc"):
                 served = get(service, "/api/leaderboard", sort=sort, order=order).json()
-                with service.store.engine.connect() as conn:  # type: ignore[union-attr]
+                with store.engine.connect() as conn:
                     fresh = queries.leaderboard(conn, sort=sort, order=order, limit=50, offset=0)
                 orders[sort, order] = [e["address"] for e in fresh["entries"]]
                 assert [e["address"] for e in served["entries"]] == orders[sort, order], (
@@ -442,10 +444,9 @@ def test_kept_answers_follow_every_write_of_indexed_data(
                     e["rank"] for e in fresh["entries"]
                 ]
         fresh_orders.append(orders)
-        store = service.store
-        assert store is not None
         with store.engine.connect() as conn:
-            totals = queries.stats(conn, store.state(), deployment.round_duration, deployment.genesis)
+            state = store.state()
+            totals = queries.stats(conn, state, deployment.round_duration, deployment.genesis)
         served_stats = get(service, "/api/stats").json()
         assert {k: served_stats[k] for k in totals} == totals, phase
         fresh_stats.append(totals)
