@@ -37,6 +37,7 @@ from node.chain.models import (
     Rules,
     VerdictItem,
     VerdictState,
+    checksummed,
 )
 from node.chain.rpc import (
     DEFAULT_RETRY,
@@ -355,7 +356,7 @@ def _python_value(event: str, name: str, abi_type: str, value: Any) -> Any:
         # making the event undecodable (and its peer unknown to every reader).
         return value.decode("utf-8", errors="replace")
     if abi_type == "address":
-        address = to_checksum_address(value)
+        address = checksummed(value)
         if event == "RolloutsPublished" and name == "relayer" and int(address, 16) == 0:
             return None
         return address

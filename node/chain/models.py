@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import IntEnum
+from functools import lru_cache
 from typing import Annotated, Any, ClassVar
 
-from eth_utils import is_address, to_checksum_address
+from eth_utils import (
+    is_address,
+    is_checksum_address,
+    is_checksum_formatted_address,
+    to_checksum_address,
+)
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
@@ -21,9 +27,23 @@ ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 def _checksum(value: Any) -> str:
     if isinstance(value, bytes) and len(value) == 20:
         value = "0x" + value.hex()
-    if not isinstance(value, str) or not is_address(value):
+    if not isinstance(value, str):
         raise ValueError(f"not an Ethereum address: {value!r}")
-    return to_checksum_address(value)
+    return checksummed(value)
+
+
+@lru_cache(maxsize=1 << 15)
+def checksummed(address: str) -> str:
+    """The EIP-55 form of ``address`` (40 hex digits; in mixed case only with a valid
+    checksum, which is what catches a mistyped one). Kept: ingesting a swarm's events
+    checksums the same peers' addresses over and over, which was a quarter of a sync."""
+    if not is_address(address):
+        raise ValueError(f"not an Ethereum address: {address!r}")
+    if is_checksum_formatted_address(address) and not is_checksum_address(address):
+        raise ValueError(
+            f"not an Ethereum address: {address!r} has a wrong EIP-55 checksum (mistyped?)"
+        )
+    return to_checksum_address(address)
 
 
 def _bytes32(value: Any) -> bytes:

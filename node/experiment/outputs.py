@@ -48,6 +48,7 @@ COLUMNS = (
     "generate_s",
     "train_s",
     "busy_s",
+    "provenance_s",  # recomputing peers' groups: as a seat and before training on them
     # training stability (node.round.report.RoundReport)
     "step_kind",
     "grad_norm",

@@ -421,6 +421,7 @@ class ExperimentRunner:
                     "generate_s": f"{t.get('generate', 0.0):.3f}",
                     "train_s": f"{t.get('train', 0.0):.3f}",
                     "busy_s": f"{report.timings.busy:.3f}",
+                    "provenance_s": f"{t.get('provenance', 0.0):.3f}",
                     **stability_cells(report),
                 }
             )

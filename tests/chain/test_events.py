@@ -32,7 +32,7 @@ from node.chain.events import (
     Withdrawn,
     decode_log,
 )
-from node.chain.models import Rules
+from node.chain.models import Address, FrozenModel, Rules, checksummed
 from tests.chain.helpers import (
     ETHER,
     Ballot,
@@ -175,6 +175,26 @@ def test_a_registered_name_of_any_bytes_decodes(raw: bytes, name: str) -> None:
     }
     event = decode_log(log)
     assert (event.peer, event.name, event.stake) == (peer, name, 10**18)
+
+
+def test_kept_checksums_validate_as_before() -> None:
+    """Addresses are checksummed once and kept; a kept answer never lets a wrong checksum or
+    a non-address through."""
+    peer = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+    for _ in range(2):  # the second time from what was kept
+        assert checksummed(peer.lower()) == checksummed(peer) == peer
+        assert PeerInfoAddress(peer=peer.lower()).peer == peer
+    wrong = peer.replace("C5", "c5")  # mixed case, so a checksum: a wrong one (a typo)
+    for bad in (wrong, peer[:-1], peer + "0", "70997970C51812dc3A010C7d01b50e0d17dc79C8", b"\x01"):
+        for _ in range(2):
+            with pytest.raises(ValueError, match="not an Ethereum address"):
+                PeerInfoAddress(peer=bad)
+    with pytest.raises(ValueError, match="wrong EIP-55 checksum"):
+        checksummed(wrong)
+
+
+class PeerInfoAddress(FrozenModel):
+    peer: Address
 
 
 def test_reads_every_event_typed_and_located(chain, history) -> None:

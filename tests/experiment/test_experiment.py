@@ -143,6 +143,8 @@ def _check_experiment(folder: Path, config: ExperimentConfig) -> list[dict[str, 
         assert int(r["external_groups"]) <= int(r["external_setting"])
     baseline = config.baseline.label
     assert external[baseline] == 0 and local[baseline] > 0
+    # a node without peers' groups to train on and no seat recomputes nothing
+    assert all(float(r["provenance_s"]) == 0 for r in rows if r["config"] == baseline)
     for sharing in config.configs:
         if sharing.external:
             assert external[sharing.label] > 0, sharing
