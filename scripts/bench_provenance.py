@@ -10,9 +10,9 @@ default preset x G completions x ``--new-tokens`` tokens. Measured in one run, i
 - seeded:      ``swarm.sample/1`` (float64 cumulative softmax, the pick of each row's ``u_t``).
 
 Both decode exactly ``--new-tokens`` per sequence (no stop tokens), so the ratio is the cost per
-token and not luck in answer lengths. Then the recompute: each group teacher-forced through the
-model (``node.provenance.recompute.group_margins``), its seconds per group and per batch against
-the batch's generation, the worst honest margin seen (what the tolerance must absorb), and what
+token and not luck in answer lengths. Then the recompute: the groups teacher-forced through the
+model (``node.provenance.recompute.batch_margins``) one at a time (the baseline), c at a time and
+all together, their seconds against the batch's generation, the worst honest margin seen (what the tolerance must absorb), and what
 a node's share of the committee checks costs (about m seats per batch recompute c groups each,
 so about m checks per node and round), and what a receiver's recompute of the J peer groups it
 trains on costs (``node.provenance.peer_check``: J groups, and decoding and loading each
@@ -45,7 +45,7 @@ from node.policy.generation import GenerationRequest, SamplingConfig, generate_t
 from node.policy.model import encode_prompts, load_base
 from node.provenance.adapter import decode_adapter, encode_adapter
 from node.provenance.choice import CHECKED_GROUPS, RECOMPUTING_SEATS
-from node.provenance.recompute import group_margins
+from node.provenance.recompute import GroupToCheck, batch_margins
 from node.provenance.seeds import batch_seeds
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 from node.tasks.prompts import build_messages
@@ -124,20 +124,19 @@ def main() -> None:
     ratio = medians["seeded"] / medians["multinomial"]
     print(f"seeded / multinomial: {ratio:.3f}x the time ({(ratio - 1) * 100:+.1f} %)")
 
-    started = time.perf_counter()
-    worst = min(
-        m.worst
-        for prompt, group, row in zip(prompts, groups, seeds, strict=True)
-        for m in group_margins(model, prompt, [c.token_ids for c in group], row)
-    )
-    recompute = time.perf_counter() - started
-    per_group = recompute / len(prompts)
+    worst, recompute = recompute_seconds(model, prompts, groups, seeds, args.repeats)
+    per_group = recompute["together"] / len(prompts)
     print(
-        f"recompute    {per_group:6.2f} s per group of {args.group}, {recompute:.2f} s for the "
-        f"batch: {recompute / medians['seeded']:.2f}x its generation"
+        f"recompute    {per_group:6.2f} s per group of {args.group}, {recompute['together']:.2f} s "
+        f"for the batch: {recompute['together'] / medians['seeded']:.2f}x its generation"
     )
+    for name, seconds in recompute.items():
+        print(
+            f"  {name:14s} {seconds:6.2f} s  {recompute['one by one'] / seconds:5.2f}x "
+            "faster than one by one"
+        )
     print(f"worst honest margin {worst:.3e} (>= 0 means every token is the seeded pick)")
-    check = CHECKED_GROUPS * per_group
+    check = recompute[f"by {CHECKED_GROUPS}"] / (len(prompts) / CHECKED_GROUPS)
     node_round = RECOMPUTING_SEATS * check  # about m seats per batch, so about m checks per node
     print(
         f"check        {check:6.2f} s per recomputing seat (c = {CHECKED_GROUPS} groups); "
@@ -147,13 +146,44 @@ def main() -> None:
     pool = AdapterPool(base)
     state = adapter_bytes(pool, args.adapter)
     load = adapter_load_seconds(pool, state)
-    training = args.external_groups * (per_group + load)
+    alone = recompute["one by one"] / len(prompts)  # a receiver's J groups: mostly one per batch
+    training = args.external_groups * (alone + load)
     print(
         f"training     {training:6.2f} s per node and round to recompute J = "
         f"{args.external_groups} peer groups ({load:.2f} s of it per adapter decoded and "
         f"loaded): {training / args.round_seconds * 100:.1f} % of a "
         f"{args.round_seconds:.0f}-s round"
     )
+
+
+def recompute_seconds(model, prompts, groups, seeds, repeats: int):  # type: ignore[no-untyped-def]
+    """The worst honest margin, and the seconds to recompute every group (median of
+    ``repeats``, interleaved): one group at a time (``group_margins``, how it was done before
+    a batch's groups shared a pass), c at a time (what a committee seat checks of a batch) and
+    all together (``batch_margins``)."""
+    checks = [
+        GroupToCheck(prompt, [c.token_ids for c in group], row)
+        for prompt, group, row in zip(prompts, groups, seeds, strict=True)
+    ]
+    ways = {
+        "one by one": 1,
+        f"by {CHECKED_GROUPS}": CHECKED_GROUPS,
+        "together": len(checks),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    worst = 0.0
+    for _ in range(repeats):
+        for name, size in ways.items():
+            started = time.perf_counter()
+            margins = [
+                m
+                for start in range(0, len(checks), size)
+                for group in batch_margins(model, checks[start : start + size])
+                for m in group
+            ]
+            times[name].append(time.perf_counter() - started)
+            worst = min(m.worst for m in margins)
+    return worst, {name: statistics.median(values) for name, values in times.items()}
 
 
 def adapter_load_seconds(pool, state) -> float:  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedModel
 
-from node.provenance.recompute import CompletionMargins, group_margins
+from node.provenance.recompute import CompletionMargins, GroupToCheck, batch_margins
 
 SOFT_TOLERANCE = 1e-4
 HARD_TOLERANCE = 1e-2
@@ -53,25 +53,13 @@ class ProvenanceResult:
         return self.evidence is not None
 
 
-@dataclass(frozen=True)
-class GroupToCheck:
-    """One group as the recompute needs it: the prompt the model was fed, the sampled ids of each
-    completion (stop token included) and each completion's seed."""
-
-    prompt_ids: Sequence[int]
-    completions: Sequence[Sequence[int]]
-    seeds: Sequence[bytes]
-
-
 def check_groups(
     model: PreTrainedModel, groups: Mapping[int, GroupToCheck], *, pad_id: int = 0
 ) -> ProvenanceResult:
-    """Recomputes ``groups`` (by group index) with ``model``'s active adapter and judges them."""
-    margins = {
-        index: group_margins(model, g.prompt_ids, g.completions, g.seeds, pad_id=pad_id)
-        for index, g in groups.items()
-    }
-    return judge(margins)
+    """Recomputes ``groups`` (by group index) with ``model``'s active adapter, together, and
+    judges them."""
+    margins = batch_margins(model, list(groups.values()), pad_id=pad_id)
+    return judge(dict(zip(groups, margins, strict=True)))
 
 
 def judge(margins: Mapping[int, Sequence[CompletionMargins]]) -> ProvenanceResult:

@@ -29,9 +29,10 @@ from transformers import PreTrainedTokenizerBase
 from node.policy.adapters import AdapterPool
 from node.policy.model import encode_prompts
 from node.provenance.adapter import AdapterFormatError
-from node.provenance.check import GroupToCheck, ProvenanceResult, check_groups
+from node.provenance.check import ProvenanceResult, check_groups
 from node.provenance.model_info import lora_settings
 from node.provenance.publish import fetch_adapter
+from node.provenance.recompute import GroupToCheck
 from node.provenance.seeds import completion_seed
 from node.rollouts.reasons import RejectReason
 from node.sampling.verdicts import VerifiedGroup
