@@ -29,10 +29,10 @@ from transformers import PreTrainedTokenizerBase
 from node.policy.adapters import AdapterPool
 from node.policy.model import encode_prompts
 from node.provenance.adapter import AdapterFormatError
-from node.provenance.check import ProvenanceResult, check_groups
+from node.provenance.check import ProvenanceResult, judge
 from node.provenance.model_info import lora_settings
 from node.provenance.publish import fetch_adapter
-from node.provenance.recompute import GroupToCheck
+from node.provenance.recompute import CompletionMargins, GroupToCheck, batch_margins
 from node.provenance.seeds import completion_seed
 from node.rollouts.reasons import RejectReason
 from node.sampling.verdicts import VerifiedGroup
@@ -125,6 +125,28 @@ def _earlier(first: tuple[int, int] | None, second: tuple[int, int] | None) -> b
     return first is None or second is None or first < second
 
 
+class KeptMargins:
+    """The margins a node has recomputed, kept for the rounds their batches can still be judged:
+    a seat's check of a batch reuses those of the groups the node recomputed before training on
+    them, and the other way round. Keyed by everything that decides them besides the node's base
+    model: the adapter's store address (its bytes) and shape, the prompt, the completions and
+    their seeds; so a kept answer is the one a recompute would give."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, dict[tuple, list[CompletionMargins]]] = {}
+
+    def get(self, round: int, key: tuple) -> list[CompletionMargins] | None:
+        return self._kept.get(round, {}).get(key)
+
+    def put(self, round: int, key: tuple, margins: list[CompletionMargins]) -> None:
+        self._kept.setdefault(round, {})[key] = margins
+
+    def forget_before(self, round: int) -> None:
+        """Drops the margins of batches of rounds before ``round``."""
+        for old in [r for r in self._kept if r < round]:
+            del self._kept[old]
+
+
 @dataclass(frozen=True)
 class Recomputer:
     """What a receiver recomputes with: its pool over the base model, its tokenizer (which
@@ -133,6 +155,7 @@ class Recomputer:
     pool: AdapterPool
     tokenizer: PreTrainedTokenizerBase
     store: ContentStore
+    kept: KeptMargins | None = None
 
     def check_batch(self, groups: Sequence[VerifiedGroup], round_seed: bytes) -> BatchProvenance:
         """Recomputes ``groups`` (all of one batch) under the adapter their batch names; never
@@ -224,22 +247,37 @@ class Recomputer:
         peer, round, model = first.peer, first.round, first.model
         if model is None:
             raise ValueError("groups without their batch's model record cannot be recomputed")
-        try:
-            state = fetch_adapter(self.store, bytes.fromhex(model.adapter[2:]))
-        except (BadManifest, AdapterFormatError) as exc:
-            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
-        except StoreError as exc:
-            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISSING, str(exc)[:200])
-        try:
-            with self.pool.borrowed(lora_settings(model.lora), state) as policy:
-                to_check = {g.task.index: _to_check(g, self.tokenizer, round_seed) for g in groups}
-                result = check_groups(policy, to_check, pad_id=_pad_id(self.tokenizer))
-        except ValueError as exc:  # the weights or the shape do not fit this base
-            return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+        to_check = {g.task.index: _to_check(g, self.tokenizer, round_seed) for g in groups}
+        shape = (model.lora.rank, model.lora.alpha, tuple(model.lora.targets))
+        keys = {i: (model.adapter, shape, _fingerprint(c)) for i, c in to_check.items()}
+        margins = {i: self._kept_margins(round, keys[i]) for i in to_check}
+        missing = [i for i, m in margins.items() if m is None]
+        if missing:
+            try:
+                state = fetch_adapter(self.store, bytes.fromhex(model.adapter[2:]))
+            except (BadManifest, AdapterFormatError) as exc:
+                return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+            except StoreError as exc:
+                return BatchProvenance(peer, round, RejectReason.ADAPTER_MISSING, str(exc)[:200])
+            try:
+                with self.pool.borrowed(lora_settings(model.lora), state) as policy:
+                    found = batch_margins(
+                        policy, [to_check[i] for i in missing], pad_id=_pad_id(self.tokenizer)
+                    )
+            except ValueError as exc:  # the weights or the shape do not fit this base
+                return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
+            for i, group_margins in zip(missing, found, strict=True):
+                margins[i] = group_margins
+                if self.kept is not None:
+                    self.kept.put(round, keys[i], group_margins)
+        result = judge(margins)  # type: ignore[arg-type]
         if result.flagged:
             detail = f"not sampled from its adapter: {result.evidence}"
             return BatchProvenance(peer, round, RejectReason.PROVENANCE, detail, result)
         return BatchProvenance(peer, round, None, result=result)
+
+    def _kept_margins(self, round: int, key: tuple) -> list[CompletionMargins] | None:
+        return self.kept.get(round, key) if self.kept is not None else None
 
 
 def _by_batch(groups: Sequence[VerifiedGroup]) -> dict[tuple[int, str], list[VerifiedGroup]]:
@@ -259,6 +297,11 @@ def _to_check(
         for g in range(len(group.completions))
     ]
     return GroupToCheck(prompt, [c.token_ids for c in group.completions], seeds)
+
+
+def _fingerprint(group: GroupToCheck) -> tuple:
+    """What of a group decides its margins under a given adapter, hashable."""
+    return (tuple(group.prompt_ids), tuple(map(tuple, group.completions)), tuple(group.seeds))
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:

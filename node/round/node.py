@@ -267,7 +267,7 @@ class SwarmNode(Producer):
             with report.timings.measure("verify"):
                 self._keep_groups(self._intake(seat.round, refetch).verdicts)
         named = self._named_adapters(seat.round)
-        recomputer = Recomputer(self.learner.pool, self.learner.tokenizer, self.exchange.store)
+        recomputer = self._recomputer()
         seed = round_seed(self.genesis_seed, seat.round)
         done = []
         for subject, indexes in sorted(wanted.items()):
@@ -282,6 +282,10 @@ class SwarmNode(Producer):
             state.record(seat.round, subject, amended(judged, outcome, groups))
             done.append((subject, outcome, groups))
         return done
+
+    def _recomputer(self) -> Recomputer:
+        pool, tokenizer = self.learner.pool, self.learner.tokenizer
+        return Recomputer(pool, tokenizer, self.exchange.store, self._kept_margins)
 
     def _named_adapters(self, round: int) -> list[NamedAdapter]:
         """The adapters this node knows were named in ``round`` and the round before: by the
@@ -532,7 +536,7 @@ class SwarmNode(Producer):
         publisher's adapter and trimmed to the completions that passed; a batch that fails is
         not trained on (docs/PROTOCOL.md, "Seeded sampler"). The store's fetch budget bounds
         the time spent."""
-        recomputer = Recomputer(self.learner.pool, self.learner.tokenizer, self.exchange.store)
+        recomputer = self._recomputer()
         seeds = {r: round_seed(self.genesis_seed, r) for r in {g.round for g in candidates}}
         with report.timings.measure("provenance"):
             kept, outcomes = recomputer.passing(
@@ -585,6 +589,7 @@ class SwarmNode(Producer):
                 r: own for r, own in self._own.items() if r >= round - self.phases.grace_rounds
             }
             self._verified = {k: v for k, v in self._verified.items() if k[0] >= oldest}
+            self._kept_margins.forget_before(oldest)
             save_state(self.state_dir, state)
         self._reports.pop(round, None)
 

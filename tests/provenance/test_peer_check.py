@@ -26,6 +26,7 @@ from node.policy.peer_ids import written_completion  # noqa: E402
 from node.provenance.check import ProvenanceResult  # noqa: E402
 from node.provenance.peer_check import (  # noqa: E402
     BatchProvenance,
+    KeptMargins,
     Recomputer,
     NamedAdapter,
     copied_adapters,
@@ -168,6 +169,43 @@ def test_an_edited_token_flags_the_batch(
     evidence = outcome.result.evidence  # type: ignore[union-attr]
     assert (evidence.group, evidence.completion, evidence.position) == (tasks[0].index, 0, 0)
     assert outcome.passed(honest[1]) is None  # nothing of a flagged batch is trained on
+
+
+def test_kept_margins_spare_a_second_recompute_and_only_of_the_same_groups(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tmp_path: Path
+) -> None:
+    """What a node recomputed before training, its seat does not recompute again (nor fetch the
+    adapter for); an edited completion or another adapter's address is recomputed afresh."""
+    address = publish_adapter(store, publisher.adapter_state())
+    honest = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, address))
+    kept = KeptMargins()
+    first = Recomputer(receiver.pool, receiver.tokenizer, store, kept).check_batch(honest, ROUND_SEED)
+    assert first.usable
+
+    empty = LocalStore(tmp_path / "empty")  # the adapter is not here: only kept margins answer
+    again = Recomputer(receiver.pool, receiver.tokenizer, empty, kept)
+    chosen = again.check_chosen(honest[1:], ROUND_SEED)  # a seat's check of one of the groups
+    assert chosen.usable and chosen.result.checked == (tasks[1].index,)  # type: ignore[union-attr]
+    assert again.check_batch(honest, ROUND_SEED) == first
+    forgetful = Recomputer(receiver.pool, receiver.tokenizer, empty)
+    assert forgetful.check_batch(honest, ROUND_SEED).reason is RejectReason.ADAPTER_MISSING
+
+    completion = honest[0].completions[0]
+    ids = list(completion.token_ids)
+    ids[0] = (ids[0] + 1) % 1000
+    edited = dataclasses.replace(
+        honest[0], completions=(completion.model_copy(update={"token_ids": ids}),) + honest[0].completions[1:]
+    )
+    assert again.check_batch([edited], ROUND_SEED).reason is RejectReason.ADAPTER_MISSING
+    assert Recomputer(receiver.pool, receiver.tokenizer, store, kept).check_batch(
+        [edited], ROUND_SEED
+    ).reason is RejectReason.PROVENANCE
+    other = learner_model(publisher, bytes(range(32)))
+    moved = [dataclasses.replace(g, model=other) for g in honest]
+    assert again.check_batch(moved, ROUND_SEED).reason is RejectReason.ADAPTER_MISSING
+
+    kept.forget_before(ROUND + 1)
+    assert again.check_batch(honest, ROUND_SEED).reason is RejectReason.ADAPTER_MISSING
 
 
 def test_samples_of_another_adapter_with_the_right_seeds_fail(
