@@ -1,4 +1,4 @@
-"""A seat's provenance check of a batch: recompute the chosen groups, then judge the margins.
+"""A provenance check's verdict on a batch: the recomputed margins of its groups, judged.
 
 Two tolerances on a completion's worst margin (docs/PROTOCOL.md, "Seeded sampler"):
 
@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from transformers import PreTrainedModel
-
-from node.provenance.recompute import CompletionMargins, GroupToCheck, batch_margins
+from node.provenance.recompute import CompletionMargins
 
 SOFT_TOLERANCE = 1e-4
 HARD_TOLERANCE = 1e-2
@@ -51,15 +49,6 @@ class ProvenanceResult:
     @property
     def flagged(self) -> bool:
         return self.evidence is not None
-
-
-def check_groups(
-    model: PreTrainedModel, groups: Mapping[int, GroupToCheck], *, pad_id: int = 0
-) -> ProvenanceResult:
-    """Recomputes ``groups`` (by group index) with ``model``'s active adapter, together, and
-    judges them."""
-    margins = batch_margins(model, list(groups.values()), pad_id=pad_id)
-    return judge(dict(zip(groups, margins, strict=True)))
 
 
 def judge(margins: Mapping[int, Sequence[CompletionMargins]]) -> ProvenanceResult:

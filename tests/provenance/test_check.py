@@ -7,15 +7,9 @@ import math
 import pytest
 import torch
 
-from node.provenance.check import (
-    HARD_TOLERANCE,
-    SOFT_TOLERANCE,
-    GroupToCheck,
-    check_groups,
-    judge,
-)
+from node.provenance.check import HARD_TOLERANCE, SOFT_TOLERANCE, judge
 from node.provenance.choice import RECOMPUTING_SEATS, checked_groups, escape_odds, recomputes
-from node.provenance.recompute import CompletionMargins
+from node.provenance.recompute import CompletionMargins, GroupToCheck, batch_margins
 from tests.provenance.helpers import G, sample, seeds_for
 
 SUBJECT = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
@@ -77,14 +71,14 @@ def test_a_nan_margin_counts_as_a_miss() -> None:
 def test_the_check_passes_honest_groups_and_flags_a_forged_one(peaked, tokenizer, prompts) -> None:  # type: ignore[no-untyped-def]
     seeds = seeds_for(6)
     completions = sample(peaked, tokenizer, prompts, seeds)
-    groups = {i: GroupToCheck(prompts[i], completions[i], seeds[i]) for i in range(len(prompts))}
-    honest = check_groups(peaked, groups)
+    groups = [GroupToCheck(prompts[i], completions[i], seeds[i]) for i in range(len(prompts))]
+    honest = judge(dict(enumerate(batch_margins(peaked, groups))))
     assert not honest.flagged and not honest.excluded and honest.worst_margin > -SOFT_TOLERANCE
     answer = tokenizer("<answer>5</answer>", add_special_tokens=False)["input_ids"]
     forged_group = list(completions[2])
     forged_group[1] = answer + [tokenizer.eos_token_id]
     groups[2] = GroupToCheck(prompts[2], forged_group, seeds[2])
-    forged = check_groups(peaked, groups)
+    forged = judge(dict(enumerate(batch_margins(peaked, groups))))
     assert forged.flagged and (forged.evidence.group, forged.evidence.completion) == (2, 1)
     assert forged.excluded == {(2, 1)}
     assert G == len(forged_group)
