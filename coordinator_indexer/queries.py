@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, case, func, select, true
+from sqlalchemy import Connection, Table, case, func, select, true
 
 from coordinator_indexer import schema
 from coordinator_indexer.derive import (
@@ -312,47 +312,54 @@ def round_detail(conn: Connection, round_: int, *, closed_before: int | None = N
 def _round_votes(conn: Connection, round_: int, maxima: dict[str, int]) -> dict[str, list[dict]]:
     """The round's committee votes per subject, in the order they were revealed; ``maxima``:
     each subject's batch maximum (a vote on a subject without a batch is in range of none)."""
-    v = schema.votes
-    rows = conn.execute(
-        select(v).where(v.c.round == round_).order_by(v.c.block_number, v.c.log_index)
-    ).all()
-    out: dict[str, list[dict]] = {}
-    for row in rows:
-        out.setdefault(row.subject, []).append(
-            {
-                "voter": row.attester,
-                "checked": row.checked,
-                "agreed": row.agreed,
-                "verified_reward": row.verified_milli / 1000,
-                "in_range": in_reward_range(row.verified_milli, maxima.get(row.subject, -1)),
-                "is_flag": bool(row.is_flag),
-                "counted": bool(row.counted),
-                "weight_wei": row.weight_wei,
-                "block_number": row.block_number,
-                "tx_hash": row.tx_hash,
-            }
-        )
-    return out
+    return _per_subject(
+        conn,
+        schema.votes,
+        round_,
+        lambda row: {
+            "voter": row.attester,
+            "checked": row.checked,
+            "agreed": row.agreed,
+            "verified_reward": row.verified_milli / 1000,
+            "in_range": in_reward_range(row.verified_milli, maxima.get(row.subject, -1)),
+            "is_flag": bool(row.is_flag),
+            "counted": bool(row.counted),
+            "weight_wei": row.weight_wei,
+            "block_number": row.block_number,
+            "tx_hash": row.tx_hash,
+        },
+    )
 
 
 def _round_evidence(conn: Connection, round_: int) -> dict[str, list[dict]]:
     """The round's provenance evidence per subject, in chain order."""
-    e = schema.evidence
+    return _per_subject(
+        conn,
+        schema.evidence,
+        round_,
+        lambda row: {
+            "poster": row.poster,
+            "group": row.group_index,
+            "completion": row.completion_index,
+            "token": row.token_index,
+            "block_number": row.block_number,
+            "tx_hash": row.tx_hash,
+        },
+    )
+
+
+def _per_subject(
+    conn: Connection, table: Table, round_: int, entry: Callable[[Any], dict]
+) -> dict[str, list[dict]]:
+    """``entry`` of each row of ``table`` of the round, per subject, in chain order."""
     rows = conn.execute(
-        select(e).where(e.c.round == round_).order_by(e.c.block_number, e.c.log_index)
+        select(table)
+        .where(table.c.round == round_)
+        .order_by(table.c.block_number, table.c.log_index)
     ).all()
     out: dict[str, list[dict]] = {}
     for row in rows:
-        out.setdefault(row.subject, []).append(
-            {
-                "poster": row.poster,
-                "group": row.group_index,
-                "completion": row.completion_index,
-                "token": row.token_index,
-                "block_number": row.block_number,
-                "tx_hash": row.tx_hash,
-            }
-        )
+        out.setdefault(row.subject, []).append(entry(row))
     return out
 
 
