@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from transformers import PreTrainedTokenizerBase
 
@@ -126,11 +127,11 @@ def _earlier(first: tuple[int, int] | None, second: tuple[int, int] | None) -> b
 
 
 class KeptMargins:
-    """The margins a node has recomputed, kept for the rounds their batches can still be judged:
-    a seat's check of a batch reuses those of the groups the node recomputed before training on
-    them, and the other way round. Keyed by everything that decides them besides the node's base
-    model: the adapter's store address (its bytes) and shape, the prompt, the completions and
-    their seeds; so a kept answer is the one a recompute would give."""
+    """The margins recomputed over one base model, kept for the rounds their batches can still
+    be judged: a seat's check of a batch reuses those of the groups its node recomputed before
+    training on them, and the other way round. Keyed by everything else that decides them: the
+    adapter's store address (its bytes) and shape, the prompt, the completions and their seeds;
+    so a kept answer is the one a recompute would give."""
 
     def __init__(self) -> None:
         self._kept: dict[int, dict[tuple, list[CompletionMargins]]] = {}
@@ -143,8 +144,20 @@ class KeptMargins:
 
     def forget_before(self, round: int) -> None:
         """Drops the margins of batches of rounds before ``round``."""
-        for old in [r for r in self._kept if r < round]:
-            del self._kept[old]
+        for old in [r for r in list(self._kept) if r < round]:
+            self._kept.pop(old, None)
+
+
+_KEPT: WeakKeyDictionary[AdapterPool, KeptMargins] = WeakKeyDictionary()
+
+
+def kept_margins(pool: AdapterPool) -> KeptMargins:
+    """The margins kept for ``pool``'s base model: shared by the nodes of one process over one
+    pool (the experiment, the local swarm), since margins depend on the base, not the node."""
+    kept = _KEPT.get(pool)
+    if kept is None:
+        kept = _KEPT[pool] = KeptMargins()
+    return kept
 
 
 @dataclass(frozen=True)

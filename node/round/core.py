@@ -17,7 +17,6 @@ from node.chain.models import Phases
 from node.chain.rounds import round_seed
 from node.chain.rpc import RetryPolicy
 from node.config import NodeConfig
-from node.provenance.peer_check import KeptMargins
 from node.round.errors import BatchShapeError, StateError
 from node.round.exchange import Exchange, SwarmInfo
 from node.round.learner import Learner
@@ -66,8 +65,6 @@ class NodeCore:
         #: the groups of each peer batch verified here, by (round, peer), while it can be judged:
         #: a recomputing seat checks them without fetching the batch again (after a restart it does)
         self._verified: dict[tuple[int, str], tuple[VerifiedGroup, ...]] = {}
-        #: the margins of the peer groups recomputed here, while their batches can be judged
-        self._kept_margins = KeptMargins()
         self._reports: dict[int, RoundReport] = {}
         self._shapes: dict[int, tuple[int, int]] = {}
         self._swarm: SwarmInfo | None = None

@@ -40,7 +40,7 @@ from node.chain.reverts import (
 )
 from node.chain.rounds import round_seed
 from node.policy.grpo import ScoredGroup
-from node.provenance.peer_check import BatchProvenance, NamedAdapter, Recomputer
+from node.provenance.peer_check import BatchProvenance, NamedAdapter, Recomputer, kept_margins
 from node.provenance.publish import release_adapter
 from node.rollouts.reasons import RejectReason
 from node.round.ballots import (
@@ -285,7 +285,7 @@ class SwarmNode(Producer):
 
     def _recomputer(self) -> Recomputer:
         pool, tokenizer = self.learner.pool, self.learner.tokenizer
-        return Recomputer(pool, tokenizer, self.exchange.store, self._kept_margins)
+        return Recomputer(pool, tokenizer, self.exchange.store, kept_margins(pool))
 
     def _named_adapters(self, round: int) -> list[NamedAdapter]:
         """The adapters this node knows were named in ``round`` and the round before: by the
@@ -589,7 +589,7 @@ class SwarmNode(Producer):
                 r: own for r, own in self._own.items() if r >= round - self.phases.grace_rounds
             }
             self._verified = {k: v for k, v in self._verified.items() if k[0] >= oldest}
-            self._kept_margins.forget_before(oldest)
+            kept_margins(self.learner.pool).forget_before(oldest)
             save_state(self.state_dir, state)
         self._reports.pop(round, None)
 

@@ -31,6 +31,7 @@ from node.provenance.peer_check import (  # noqa: E402
     NamedAdapter,
     copied_adapters,
     copies,
+    kept_margins,
 )
 from node.provenance.publish import publish_adapter  # noqa: E402
 from node.provenance.seeds import batch_seeds  # noqa: E402
@@ -206,6 +207,10 @@ def test_kept_margins_spare_a_second_recompute_and_only_of_the_same_groups(
 
     kept.forget_before(ROUND + 1)
     assert again.check_batch(honest, ROUND_SEED).reason is RejectReason.ADAPTER_MISSING
+
+    # what is kept belongs to the base model: nodes over one pool share it, others do not
+    assert kept_margins(receiver.pool) is kept_margins(receiver.pool)
+    assert kept_margins(publisher.pool) is not kept_margins(receiver.pool)
 
 
 def test_samples_of_another_adapter_with_the_right_seeds_fail(
