@@ -36,6 +36,7 @@ from node.provenance.publish import fetch_adapter
 from node.provenance.recompute import CompletionMargins, GroupToCheck, batch_margins
 from node.provenance.seeds import completion_seed
 from node.rollouts.reasons import RejectReason
+from node.rollouts.schema import ModelInfo
 from node.sampling.verdicts import VerifiedGroup
 from node.storage import ContentStore
 from node.storage.errors import BadManifest, StoreError
@@ -263,34 +264,38 @@ class Recomputer:
         to_check = {g.task.index: _to_check(g, self.tokenizer, round_seed) for g in groups}
         shape = (model.lora.rank, model.lora.alpha, tuple(model.lora.targets))
         keys = {i: (model.adapter, shape, _fingerprint(c)) for i, c in to_check.items()}
-        margins = {i: self._kept_margins(round, keys[i]) for i in to_check}
+        kept = self.kept or KeptMargins()
+        margins = {i: kept.get(round, keys[i]) for i in to_check}
         missing = [i for i, m in margins.items() if m is None]
         if missing:
-            try:
-                state = fetch_adapter(self.store, bytes.fromhex(model.adapter[2:]))
-            except (BadManifest, AdapterFormatError) as exc:
-                return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
-            except StoreError as exc:
-                return BatchProvenance(peer, round, RejectReason.ADAPTER_MISSING, str(exc)[:200])
-            try:
-                with self.pool.borrowed(lora_settings(model.lora), state) as policy:
-                    found = batch_margins(
-                        policy, [to_check[i] for i in missing], pad_id=_pad_id(self.tokenizer)
-                    )
-            except ValueError as exc:  # the weights or the shape do not fit this base
-                return BatchProvenance(peer, round, RejectReason.ADAPTER_MISMATCH, str(exc)[:200])
-            for i, group_margins in zip(missing, found, strict=True):
-                margins[i] = group_margins
-                if self.kept is not None:
-                    self.kept.put(round, keys[i], group_margins)
+            fresh = self._margins_under(model, [to_check[i] for i in missing])
+            if isinstance(fresh, tuple):
+                return BatchProvenance(peer, round, *fresh)
+            for i, found in zip(missing, fresh, strict=True):
+                margins[i] = found
+                kept.put(round, keys[i], found)
         result = judge(margins)  # type: ignore[arg-type]
         if result.flagged:
             detail = f"not sampled from its adapter: {result.evidence}"
             return BatchProvenance(peer, round, RejectReason.PROVENANCE, detail, result)
         return BatchProvenance(peer, round, None, result=result)
 
-    def _kept_margins(self, round: int, key: tuple) -> list[CompletionMargins] | None:
-        return self.kept.get(round, key) if self.kept is not None else None
+    def _margins_under(
+        self, model: ModelInfo, groups: list[GroupToCheck]
+    ) -> list[list[CompletionMargins]] | tuple[RejectReason, str]:
+        """``groups``' margins under the adapter ``model`` names, fetched from the store; or why
+        they cannot be had."""
+        try:
+            state = fetch_adapter(self.store, bytes.fromhex(model.adapter[2:]))
+        except (BadManifest, AdapterFormatError) as exc:
+            return RejectReason.ADAPTER_MISMATCH, str(exc)[:200]
+        except StoreError as exc:
+            return RejectReason.ADAPTER_MISSING, str(exc)[:200]
+        try:
+            with self.pool.borrowed(lora_settings(model.lora), state) as policy:
+                return batch_margins(policy, groups, pad_id=_pad_id(self.tokenizer))
+        except ValueError as exc:  # the weights or the shape do not fit this base
+            return RejectReason.ADAPTER_MISMATCH, str(exc)[:200]
 
 
 def _by_batch(groups: Sequence[VerifiedGroup]) -> dict[tuple[int, str], list[VerifiedGroup]]:
