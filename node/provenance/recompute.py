@@ -136,10 +136,11 @@ def _teacher_forced_logits(
         return first
     cache.batch_select_indices(parent)
     ids, mask = right_padded([c[:-1] for c in completions], pad_id, device)  # (rows, L - 1)
+    positions = start.next_position[parent][:, None] + torch.arange(ids.shape[1], device=device)
     hidden = model.get_decoder()(
         input_ids=ids,
         attention_mask=torch.cat([start.mask[parent], mask], dim=-1),
-        position_ids=start.next_position[parent][:, None] + torch.arange(ids.shape[1], device=device),
+        position_ids=positions,
         cache=cache,
         use_cache=True,
     )[0]  # (rows, L - 1, H)
