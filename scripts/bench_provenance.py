@@ -12,12 +12,12 @@ default preset x G completions x ``--new-tokens`` tokens. Measured in one run, i
 Both decode exactly ``--new-tokens`` per sequence (no stop tokens), so the ratio is the cost per
 token and not luck in answer lengths. Then the recompute: the groups teacher-forced through the
 model (``node.provenance.recompute.batch_margins``) one at a time (the baseline), c at a time and
-all together, their seconds against the batch's generation, the worst honest margin seen (what the tolerance must absorb), and what
-a node's share of the committee checks costs (about m seats per batch recompute c groups each,
-so about m checks per node and round), and what a receiver's recompute of the J peer groups it
-trains on costs (``node.provenance.peer_check``: J groups, and decoding and loading each
-publisher's adapter). Last, the adapter a node stores each round (``swarm.adapter/1``): its
-bytes, and what zstd would save.
+all together, their seconds against the batch's generation, the worst honest margin seen (what
+the tolerance must absorb), what a node's share of the committee checks costs (about m seats per
+batch recompute c groups each, so about m checks per node and round), and what a receiver's
+recompute of the J peer groups it trains on costs (``node.provenance.peer_check``: J groups,
+and decoding and loading each publisher's adapter). Last, the adapter a node stores each round
+(``swarm.adapter/1``): its bytes, and what zstd would save.
 ``--adapter`` takes a checkpoint's ``adapter_model.safetensors`` (e.g. one from an experiment's
 ``units/*/node-*/round-*/``); without it, a fresh default adapter (rank 16 on attention and MLP)
 with random B, the worst case for compression.
@@ -171,7 +171,7 @@ def recompute_seconds(model, prompts, groups, seeds, repeats: int):  # type: ign
         "together": len(checks),
     }
     times: dict[str, list[float]] = {name: [] for name in ways}
-    worst = 0.0
+    worst = float("inf")
     for _ in range(repeats):
         for name, size in ways.items():
             started = time.perf_counter()
@@ -182,7 +182,7 @@ def recompute_seconds(model, prompts, groups, seeds, repeats: int):  # type: ign
                 for m in group
             ]
             times[name].append(time.perf_counter() - started)
-            worst = min(m.worst for m in margins)
+            worst = min(worst, *(m.worst for m in margins))
     return worst, {name: statistics.median(values) for name, values in times.items()}
 
 

@@ -76,7 +76,7 @@ def batch_margins(
     model: PreTrainedModel, groups: Sequence[GroupToCheck], *, pad_id: int = 0
 ) -> list[list[CompletionMargins]]:
     """:func:`group_margins` of each of ``groups`` (all under the active adapter), computed
-    together: one prefill of their prompts, and their completions in the fewest passes."""
+    together: their completions in the fewest passes, each prefilling its groups' prompts once."""
     for group in groups:
         if len(group.completions) != len(group.seeds):
             raise ValueError(

@@ -177,7 +177,7 @@ def test_a_registered_name_of_any_bytes_decodes(raw: bytes, name: str) -> None:
     assert (event.peer, event.name, event.stake) == (peer, name, 10**18)
 
 
-def test_kept_checksums_validate_as_before() -> None:
+def test_kept_checksums_still_refuse_what_is_not_an_address() -> None:
     """Addresses are checksummed once and kept; a kept answer never lets a wrong checksum or
     a non-address through."""
     peer = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
