@@ -32,7 +32,7 @@ from eth_utils import to_checksum_address
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BeforeValidator
@@ -65,6 +65,9 @@ LAG_OK_BLOCKS = 10
 API_VERSION = "3"
 #: Where the API's fields are described.
 API_DOCS = "docs/API.md in the indexer's repository; the schema at /openapi.json"
+#: Leaderboard pages (sort, order, limit, offset) the server keeps encoded, per indexed state
+#: (the latest ones: any limit and offset may be asked for).
+PAGES_KEPT = 1024
 
 
 def _decimal(value: object) -> object:
@@ -97,6 +100,7 @@ def create_app(
 ) -> FastAPI:
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
     kept = queries.PerState()  # the leaderboard's sort orders and the stats, per indexed state
+    pages = queries.PerState(most=PAGES_KEPT)  # each leaderboard page, as its JSON body
     app = FastAPI(
         title="Swarm coordinator indexer",
         version=API_VERSION,
@@ -161,29 +165,30 @@ def create_app(
             Query(description="Column to sort by."),
         ] = "rank",
         order: Annotated[Literal["asc", "desc"] | None, Query()] = None,
-    ) -> dict:
+    ) -> Response:
         """Peers ranked by verified reward, with their committee duty (seats held, done, missed).
         ``order`` defaults to best first (desc; asc for rank and name)."""
         chosen = order or ("asc" if sort in ("rank", "name") else "desc")
         state = store.state()
-        with store.engine.connect() as conn:
-            page = queries.leaderboard(
-                conn,
-                sort=sort,
-                order=chosen,
-                limit=limit,
-                offset=offset,
-                kept=kept,
-                key=queries.state_key(state),
-            )
-        return {
-            **page,
-            "limit": limit,
-            "offset": offset,
-            "sort": sort,
-            "order": chosen,
-            "indexed_block": state.cursor_block if state else None,
-        }
+        key = queries.state_key(state)
+
+        def read() -> bytes:
+            with store.engine.connect() as conn:
+                page = queries.leaderboard(
+                    conn, sort=sort, order=chosen, limit=limit, offset=offset, kept=kept, key=key
+                )
+            answer = {
+                **page,
+                "limit": limit,
+                "offset": offset,
+                "sort": sort,
+                "order": chosen,
+                "indexed_block": state.cursor_block if state else None,
+            }
+            return Leaderboard.model_validate(answer).model_dump_json(by_alias=True).encode()
+
+        body = pages.get(key, (sort, chosen, limit, offset), read)
+        return Response(body, media_type="application/json")
 
     @app.get(
         "/api/peers/{address}",

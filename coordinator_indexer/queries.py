@@ -58,10 +58,13 @@ class PerState:
     a sort of the whole table; and the swarm totals of ``/api/stats``, which scan every batch.
     Shared by the server's threads. An answer read while ingestion commits may be of the newer
     state, kept under the older key until a request sees the new one; never of an older one.
+    ``most``: how many answers one state keeps (the oldest goes first); None keeps all, for a
+    set of questions that is bounded anyway.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, most: int | None = None) -> None:
         self._lock = threading.Lock()
+        self._most = most
         self._key: Hashable = None
         self._kept: dict[Hashable, Any] = {}
 
@@ -78,6 +81,8 @@ class PerState:
         with self._lock:
             if key == self._key:
                 self._kept[question] = answer
+                if self._most is not None and len(self._kept) > self._most:
+                    del self._kept[next(iter(self._kept))]
         return answer
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from functools import cmp_to_key
+from functools import cmp_to_key, partial
 
 import pytest
 import requests
@@ -417,10 +417,10 @@ def test_the_leaderboard_fills_as_peers_publish(
 def test_kept_answers_follow_every_write_of_indexed_data(
     chain, client_for, dev_accounts, deployment, tmp_path
 ):
-    """The server keeps each sort's order of the peers and the swarm totals until the next write
-    of indexed data: after every phase of the scenario, with all of them read (and kept) before
-    it, each sort's page and /api/stats are what a fresh read of the database gives; and the
-    orders and totals did change between phases."""
+    """The server keeps each sort's order of the peers, each page and the swarm totals until the
+    next write of indexed data: after every phase of the scenario, with all of them read (and
+    kept) before it, each sort's page (every field of every entry) and /api/stats are what a
+    fresh read of the database gives; and the orders and totals did change between phases."""
     service = start_service(chain, deployment, tmp_path)
     store = service.store
     assert store is not None
@@ -440,9 +440,9 @@ def test_kept_answers_follow_every_write_of_indexed_data(
                 assert [e["address"] for e in served["entries"]] == orders[sort, order], (
                     phase, sort, order,
                 )  # fmt: skip
-                assert [e["rank"] for e in served["entries"]] == [
-                    e["rank"] for e in fresh["entries"]
-                ]
+                kept_fields = [{k: e[k] for k in fresh["entries"][0]} for e in served["entries"]]
+                assert kept_fields == fresh["entries"], (phase, sort, order)
+                assert (served["total"], served["indexed_block"]) == (fresh["total"], head)
         fresh_orders.append(orders)
         with store.engine.connect() as conn:
             state = store.state()
@@ -462,6 +462,33 @@ def test_kept_answers_follow_every_write_of_indexed_data(
     kept_orders_that_changed = {("verified", "asc"), ("stake", "asc"), ("duty_done", "desc")}
     assert kept_orders_that_changed <= changed
     assert len({str(totals) for totals in fresh_stats}) == len(fresh_stats)  # each phase moved
+
+
+def test_a_kept_page_moves_with_blocks_that_hold_no_events(served, chain) -> None:
+    """A page is kept per indexed state, and a range of empty blocks is a new state too: the
+    page read again after them says the new indexed block, with the same entries."""
+    service, _ = served
+    before = get(service, "/api/leaderboard", sort="stake", limit=3).json()
+    chain.rpc("anvil_mine", 4)
+    head = chain.w3.eth.block_number
+    wait_for(lambda: caught_up(service, head), what="the empty blocks")
+    after = get(service, "/api/leaderboard", sort="stake", limit=3).json()
+    assert (before["indexed_block"], after["indexed_block"]) == (head - 4, head)
+    assert after["entries"] == before["entries"] and len(after["entries"]) == 3
+
+
+def test_answers_kept_per_state_are_bounded_and_the_oldest_goes_first() -> None:
+    kept = queries.PerState(most=2)
+    reads: list[str] = []
+
+    def read(question: str) -> str:
+        reads.append(question)
+        return question.upper()
+
+    for question in ("a", "b", "a", "c", "b", "a"):
+        assert kept.get("state 1", question, partial(read, question)) == question.upper()
+    assert reads == ["a", "b", "c", "a"]  # "c" pushed out "a", the oldest; "b" stayed
+    assert kept.get("state 2", "b", partial(read, "b")) == "B" and reads[-1] == "b"  # a new state
 
 
 def test_a_deep_reorg_stops_serving_data_but_not_the_server(
