@@ -4,14 +4,16 @@ For each configuration and evaluation round: the accuracy and format rate averag
 nodes, then over seeds, and the lowest and highest single node (nodes of one swarm can part
 ways). Against the baseline configuration (J = 0) the comparison is paired by
 seed (same task streams, same initial adapters): the per-seed difference of the swarm-mean
-accuracy, with a two-sided 95 % Student t interval over seeds (none with one seed).
+accuracy, with a two-sided 95 % Student t interval over seeds (none with one seed). Besides each
+round: the mean over the evaluations after round 0 (the area under the curve, per evaluation),
+which says how fast a configuration learned as well as how far it got, paired the same way.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,12 +41,34 @@ class HeldOutPoint:
     difference_ci: tuple[float, float] | None
 
 
-def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[HeldOutPoint]:
-    """Every (configuration, round) evaluated in every seed of that configuration."""
-    swarm: dict[tuple[str, int, int], list[tuple[float, float]]] = defaultdict(list)
+@dataclass(frozen=True)
+class HeldOutMean:
+    """One configuration's held-out accuracy averaged over its evaluations after round 0, in
+    the seeds evaluated at every one of them (a seed still running is left out)."""
+
+    config: str
+    rounds: tuple[int, ...]
+    seeds: int
+    accuracy: float
+    difference: float | None  # minus the baseline's mean over the same rounds, mean over seeds
+    difference_ci: tuple[float, float] | None
+
+
+Swarm = dict[tuple[str, int, int], list[tuple[float, float]]]  # (config, seed, round): nodes'
+
+
+def _swarm(rows: Iterable[dict[str, str]]) -> Swarm:
+    """Each node's (accuracy, format rate), by configuration, seed and round."""
+    swarm: Swarm = defaultdict(list)
     for row in rows:
         key = (row["config"], int(row["seed"]), int(row["round"]))
         swarm[key].append((float(row["accuracy"]), float(row["format_rate"])))
+    return swarm
+
+
+def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[HeldOutPoint]:
+    """Every (configuration, round) evaluated in every seed of that configuration."""
+    swarm = _swarm(rows)
     means = {k: tuple(statistics.fmean(x) for x in zip(*v)) for k, v in swarm.items()}
     baseline = config.baseline.label
     points = []
@@ -70,6 +94,34 @@ def heldout_points(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> 
                 )
             )
     return points
+
+
+def heldout_means(config: ExperimentConfig, rows: Iterable[dict[str, str]]) -> list[HeldOutMean]:
+    """Each configuration's mean accuracy over its evaluations after round 0, per seed; paired
+    by seed against the baseline over the same rounds."""
+    accuracy = {k: statistics.fmean(a for a, _ in v) for k, v in _swarm(rows).items()}
+    baseline = config.baseline.label
+    found = []
+    for label in [c.label for c in config.configs]:
+        rounds = tuple(sorted({r for (c, _, r) in accuracy if c == label and r > 0}))
+        per_seed = {
+            s: statistics.fmean(accuracy[(label, s, r)] for r in rounds)
+            for s in sorted({s for (c, s, _) in accuracy if c == label})
+            if rounds and all((label, s, r) in accuracy for r in rounds)
+        }
+        if not per_seed:
+            continue
+        paired = [
+            value - statistics.fmean(accuracy[(baseline, s, r)] for r in rounds)
+            for s, value in per_seed.items()
+            if all((baseline, s, r) in accuracy for r in rounds)
+        ]
+        difference, ci = None, None
+        if label != baseline and paired:
+            difference, ci = statistics.fmean(paired), t_interval(paired)
+        mean = statistics.fmean(per_seed.values())
+        found.append(HeldOutMean(label, rounds, len(per_seed), mean, difference, ci))
+    return found
 
 
 def heldout_collapses(
@@ -100,8 +152,11 @@ def heldout_collapses(
     return sorted(by_label.values(), key=lambda c: order.get(c.label, len(order)))
 
 
-def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> str:
-    """A table: accuracy (format rate) per configuration per round, differences paired."""
+def heldout_markdown(
+    config: ExperimentConfig, points: list[HeldOutPoint], means: Sequence[HeldOutMean] = ()
+) -> str:
+    """A table: accuracy (format rate) per configuration per round, differences paired; then
+    the means over the evaluations after round 0."""
     if not points:
         return ""
     lines = [
@@ -113,28 +168,50 @@ def heldout_markdown(config: ExperimentConfig, points: list[HeldOutPoint]) -> st
     ]
     order = {c.label: k for k, c in enumerate(config.configs)}
     for p in sorted(points, key=lambda p: (p.round, order.get(p.config, len(order)))):
-        diff = "baseline" if p.difference is None else f"{p.difference:+.3f}"
-        ci = (
-            "-"
-            if p.difference_ci is None
-            else f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
-        )
         lines.append(
             f"| {p.round} | {p.config} | {p.seeds} | {p.accuracy:.3f} | "
-            f"{p.node_range[0]:.3f}-{p.node_range[1]:.3f} | {p.format_rate:.2f} | {diff} | {ci} |"
+            f"{p.node_range[0]:.3f}-{p.node_range[1]:.3f} | {p.format_rate:.2f} | "
+            f"{_signed(p.difference)} | {_interval(p.difference_ci)} |"
         )
+    if means:
+        lines += [
+            (
+                "\nMean over the evaluations after round 0 (the area under the curve, per "
+                "evaluation), in the seeds evaluated at all of them:\n"
+            ),
+            (
+                f"| config | rounds | seeds | mean accuracy | vs {config.baseline.label} (paired "
+                "by seed) | 95% CI over seeds |"
+            ),
+            "| --- | --- | ---: | ---: | ---: | --- |",
+        ]
+        for m in means:
+            lines.append(
+                f"| {m.config} | {m.rounds[0]}-{m.rounds[-1]} ({len(m.rounds)}) | {m.seeds} | "
+                f"{m.accuracy:.3f} | {_signed(m.difference)} | {_interval(m.difference_ci)} |"
+            )
     return "\n".join(lines) + "\n"
 
 
+def _signed(difference: float | None) -> str:
+    return "baseline" if difference is None else f"{difference:+.3f}"
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
 def write_heldout(folder: Path, config: ExperimentConfig) -> list[HeldOutPoint]:
-    """Appends the held-out table to summary.md and plots heldout_accuracy.png (if evaluated)."""
+    """Appends the held-out table to summary.md and plots heldout_accuracy.png and, with a
+    paired interval, heldout_difference.png (if evaluated)."""
     rows = RoundsCsv(folder / "eval.csv", EVAL_COLUMNS).rows()
     points = heldout_points(config, rows)
     if not points:
         return points
     with (folder / "summary.md").open("a") as f:
-        f.write(heldout_markdown(config, points))
+        f.write(heldout_markdown(config, points, heldout_means(config, rows)))
     _plot(folder, config, points)
+    _plot_differences(folder, config, points)
     return points
 
 
@@ -159,4 +236,35 @@ def _plot(folder: Path, config: ExperimentConfig, points: list[HeldOutPoint]) ->
     axis.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(folder / "heldout_accuracy.png", dpi=120)
+    plt.close(figure)
+
+
+def _plot_differences(folder: Path, config: ExperimentConfig, points: list[HeldOutPoint]) -> None:
+    """Each configuration's paired difference to the baseline per round, with its 95 % band."""
+    paired = [p for p in points if p.difference_ci is not None]
+    if not paired:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    axis.axhline(0.0, color="black", linewidth=0.8)
+    for label in [c.label for c in config.configs]:
+        mine = sorted((p for p in paired if p.config == label), key=lambda p: p.round)
+        if mine:
+            rounds = [p.round for p in mine]
+            line = axis.plot(rounds, [p.difference for p in mine], marker="o", label=label)[0]
+            lows, highs = zip(*(p.difference_ci for p in mine), strict=True)  # type: ignore[misc]
+            axis.fill_between(rounds, lows, highs, color=line.get_color(), alpha=0.15)
+    seeds = max(p.seeds for p in paired)
+    axis.set_xlabel("rounds trained")
+    baseline = config.baseline.label
+    axis.set_ylabel(f"held-out accuracy minus {baseline}'s\n(paired by seed; band: 95 %)")
+    axis.set_title(f"{config.model}, {config.preset}: {seeds} seeds, {config.eval_tasks} tasks")
+    axis.legend(title="I/J")
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(folder / "heldout_difference.png", dpi=120)
     plt.close(figure)
