@@ -129,7 +129,8 @@ def heldout_collapses(
 ) -> list[Collapse]:
     """``collapses`` (one per configuration, from the rounds) with each configuration's nodes
     whose held-out format rate is below the threshold at its last evaluation: each seed's
-    latest evaluation round, counted over the seeds (``heldout_round``: the latest of them)."""
+    latest evaluation round, counted over the seeds (``heldout_round``: the latest of them;
+    ``heldout_earliest``: the earliest, below it while a seed is still running)."""
     latest: dict[tuple[str, int], int] = {}
     evaluated: list[tuple[str, int, int, float]] = []
     for row in rows:
@@ -146,6 +147,7 @@ def heldout_collapses(
         found = by_label.setdefault(label, Collapse(label, 0, 0, {}))
         rates = [f for (c, s, r, f) in evaluated if c == label and (s, r) in last]
         found.heldout_round = max(r for _, r in last)
+        found.heldout_earliest = min(r for _, r in last)
         found.heldout_nodes = len(rates)
         found.heldout_collapsed = sum(f < COLLAPSE_FORMAT_RATE for f in rates)
     order = {c.label: k for k, c in enumerate(config.configs)}

@@ -440,6 +440,7 @@ class Collapse:
     #: "seed/node"; None for a node that did not collapse
     first_rounds: dict[str, int | None]
     heldout_round: int | None = None  # rounds trained before the last evaluation (None: none)
+    heldout_earliest: int | None = None  # the same in the seed evaluated least far (partial runs)
     heldout_nodes: int = 0  # node runs evaluated then
     heldout_collapsed: int = 0  # of them, with a held-out format rate below the threshold
 
@@ -503,9 +504,12 @@ def collapse_markdown(collapses: Sequence[Collapse]) -> str:
         "",
     ]
     for c in collapses:
+        after = f"{c.heldout_round} rounds"
+        if c.heldout_earliest is not None and c.heldout_earliest != c.heldout_round:
+            after = f"{c.heldout_earliest} to {c.heldout_round} rounds, by seed"
         heldout = (
             f"collapsed nodes: {c.heldout_collapsed} of {c.heldout_nodes} at the last "
-            f"evaluation (after {c.heldout_round} rounds)"
+            f"evaluation (after {after})"
             if c.heldout_round is not None
             else "no evaluation"
         )

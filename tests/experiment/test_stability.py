@@ -401,4 +401,11 @@ def test_collapsed_nodes_per_configuration_from_rounds_and_the_last_evaluation()
     assert "- 4/0: collapsed nodes: 0 of 4" in text
     without = collapse_markdown(round_collapses(config, rows))
     assert "- 2/2: no evaluation; 1 of 4 below it" in without
+    running = [e for e in evaluations if not (e["config"] == "4/0" and e["seed"] == "1")]
+    running += [_eval_row("4/0", 1, n, 0, 0.8) for n in (0, 1)]  # seed 1 evaluated at round 0 only
+    partial = collapse_markdown(heldout_collapses(config, round_collapses(config, rows), running))
+    expected = "- 4/0: collapsed nodes: 0 of 4 at the last evaluation (after 0 to 5 rounds, by "
+    expected += "seed)"
+    assert expected in partial
+    assert "- 2/2: collapsed nodes: 1 of 4 at the last evaluation (after 5 rounds); " in partial
 
