@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from node.experiment.config import ExperimentConfig
 from node.experiment.outputs import (
@@ -217,6 +218,24 @@ def write_heldout(folder: Path, config: ExperimentConfig) -> list[HeldOutPoint]:
     return points
 
 
+def _curves(
+    axis: Any,
+    config: ExperimentConfig,
+    points: list[HeldOutPoint],
+    value: Callable[[HeldOutPoint], tuple[Any, Any]],
+    alpha: float,
+) -> None:
+    """One line per configuration over its rounds, with a band; ``value``: (y, (low, high))."""
+    for label in [c.label for c in config.configs]:
+        mine = sorted((p for p in points if p.config == label), key=lambda p: p.round)
+        if mine:
+            rounds = [p.round for p in mine]
+            ys, bands = zip(*(value(p) for p in mine), strict=True)
+            line = axis.plot(rounds, ys, marker="o", label=label)[0]
+            lows, highs = zip(*bands, strict=True)
+            axis.fill_between(rounds, lows, highs, color=line.get_color(), alpha=alpha)
+
+
 def _plot(folder: Path, config: ExperimentConfig, points: list[HeldOutPoint]) -> None:
     import matplotlib
 
@@ -224,13 +243,7 @@ def _plot(folder: Path, config: ExperimentConfig, points: list[HeldOutPoint]) ->
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(7, 4))
-    for label in [c.label for c in config.configs]:
-        mine = sorted((p for p in points if p.config == label), key=lambda p: p.round)
-        if mine:
-            rounds = [p.round for p in mine]
-            line = axis.plot(rounds, [p.accuracy for p in mine], marker="o", label=label)[0]
-            lows, highs = zip(*(p.node_range for p in mine), strict=True)
-            axis.fill_between(rounds, lows, highs, color=line.get_color(), alpha=0.12)
+    _curves(axis, config, points, lambda p: (p.accuracy, p.node_range), alpha=0.12)
     axis.set_xlabel("rounds trained")
     axis.set_ylabel("held-out accuracy (mean over nodes and seeds;\nband: single nodes)")
     axis.set_title(f"{config.model}, {config.preset}: greedy, {config.eval_tasks} tasks")
@@ -253,13 +266,7 @@ def _plot_differences(folder: Path, config: ExperimentConfig, points: list[HeldO
 
     figure, axis = plt.subplots(figsize=(7, 4))
     axis.axhline(0.0, color="black", linewidth=0.8)
-    for label in [c.label for c in config.configs]:
-        mine = sorted((p for p in paired if p.config == label), key=lambda p: p.round)
-        if mine:
-            rounds = [p.round for p in mine]
-            line = axis.plot(rounds, [p.difference for p in mine], marker="o", label=label)[0]
-            lows, highs = zip(*(p.difference_ci for p in mine), strict=True)  # type: ignore[misc]
-            axis.fill_between(rounds, lows, highs, color=line.get_color(), alpha=0.15)
+    _curves(axis, config, paired, lambda p: (p.difference, p.difference_ci), alpha=0.15)
     seeds = max(p.seeds for p in paired)
     axis.set_xlabel("rounds trained")
     baseline = config.baseline.label
