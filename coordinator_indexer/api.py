@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
@@ -36,12 +37,14 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BeforeValidator
+from sqlalchemy import Connection
 
 from coordinator_indexer import queries
 from coordinator_indexer.models import (
     ApiIndex,
     Health,
     Leaderboard,
+    LeaderboardEntry,
     PeerDetail,
     Problem,
     RoundDetail,
@@ -68,6 +71,9 @@ API_DOCS = "docs/API.md in the indexer's repository; the schema at /openapi.json
 #: Leaderboard pages (sort, order, limit, offset) the server keeps encoded, per indexed state
 #: (the latest ones: any limit and offset may be asked for).
 PAGES_KEPT = 1024
+#: Leaderboard entries (one per peer, by rank) the server keeps encoded, per indexed state, so
+#: that a page not read before is mostly a join of kept entries (about 0.5 kB each).
+ENTRIES_KEPT = 50_000
 
 
 def _decimal(value: object) -> object:
@@ -81,6 +87,23 @@ def _decimal(value: object) -> object:
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 #: After a parameter's Query/Path (so that its bounds stay in the OpenAPI schema).
 Decimal = BeforeValidator(_decimal)
+
+
+def _encoded_entries(conn: Connection, ranks: list[int]) -> dict[int, bytes]:
+    """The JSON of each rank's leaderboard entry, with its deprecated names."""
+    found = queries.entries_by_rank(conn, ranks)
+    return {
+        rank: LeaderboardEntry.model_validate(entry).model_dump_json(by_alias=True).encode()
+        for rank, entry in found.items()
+    }
+
+
+def leaderboard_body(header: dict, encoded_entries: list[bytes]) -> bytes:
+    """A ``Leaderboard`` as JSON from its fields but entries (in the model's order) and its
+    entries already encoded: the bytes ``Leaderboard.model_dump_json`` would give."""
+    fields = Leaderboard.model_validate({**header, "entries": []}).model_dump_json(by_alias=True)
+    head = fields[: -len("[]}")].encode()
+    return head + b"[" + b",".join(encoded_entries) + b"]}"
 
 
 @dataclass
@@ -101,6 +124,7 @@ def create_app(
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
     kept = queries.PerState()  # the leaderboard's sort orders and the stats, per indexed state
     pages = queries.PerState(most=PAGES_KEPT)  # each leaderboard page, as its JSON body
+    entries = queries.PerState(most=ENTRIES_KEPT)  # each peer's leaderboard entry, as JSON
     app = FastAPI(
         title="Swarm coordinator indexer",
         version=API_VERSION,
@@ -174,18 +198,19 @@ def create_app(
 
         def read() -> bytes:
             with store.engine.connect() as conn:
-                page = queries.leaderboard(
+                total, ranks = queries.page_ranks(
                     conn, sort=sort, order=chosen, limit=limit, offset=offset, kept=kept, key=key
                 )
-            answer = {
-                **page,
+                encoded = entries.get_many(key, ranks, partial(_encoded_entries, conn))
+            header = {
+                "total": total,
                 "limit": limit,
                 "offset": offset,
                 "sort": sort,
                 "order": chosen,
                 "indexed_block": state.cursor_block if state else None,
             }
-            return Leaderboard.model_validate(answer).model_dump_json(by_alias=True).encode()
+            return leaderboard_body(header, encoded)
 
         body = pages.get(key, (sort, chosen, limit, offset), read)
         return Response(body, media_type="application/json")

@@ -107,6 +107,8 @@ class LeaderboardEntry(DeprecatedNames):
 
 
 class Leaderboard(BaseModel):
+    """One page; ``entries`` stays the last field (``api.leaderboard_body`` splices them in)."""
+
     total: int = Field(description="Peers in all.")
     limit: int
     offset: int

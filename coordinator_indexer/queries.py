@@ -14,7 +14,7 @@ The dicts carry the API's names only; the response models add the deprecated v1 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -47,15 +47,17 @@ SORTS = {
 
 _P = schema.peers
 T = TypeVar("T")
+Q = TypeVar("Q", bound=Hashable)
 
 
 class PerState:
     """Answers read from one indexed state, kept until the next write to it.
 
     ``key`` (``state_key``) counts the writes of indexed data: a range applied, a reorg rolled
-    back, totals recomputed (``Store``; each recomputes the totals). Kept here: each sort's
-    order of the peers, so a leaderboard page by a column other than rank is a slice of it, not
-    a sort of the whole table; and the swarm totals of ``/api/stats``, which scan every batch.
+    back, totals recomputed (``Store``; each recomputes the totals). Kept here: the number of
+    peers and each sort's order of them, so a leaderboard page by a column other than rank is a
+    slice of it, not a sort of the whole table; and the swarm totals of ``/api/stats``, which
+    scan every batch. The server also keeps each page's body and each peer's encoded entry.
     Shared by the server's threads. An answer read while ingestion commits may be of the newer
     state, kept under the older key until a request sees the new one; never of an older one.
     ``most``: how many answers one state keeps (the oldest goes first); None keeps all, for a
@@ -70,20 +72,37 @@ class PerState:
 
     def get(self, key: Hashable, question: Hashable, read: Callable[[], T]) -> T:
         """The answer to ``question`` at ``key``: kept, or ``read()`` (never kept for None)."""
-        if key is None:
-            return read()
+        return self.get_many(key, [question], lambda _missing: {question: read()})[0]
+
+    def get_many(
+        self,
+        key: Hashable,
+        questions: Sequence[Q],
+        read: Callable[[list[Q]], dict[Q, T]],
+    ) -> list[T]:
+        """The answers to ``questions`` at ``key``, in their order: those kept, and the rest from
+        one ``read(missing)`` (a question it leaves out has no answer and is left out)."""
+        found: dict[Q, T] = {}
+        if key is not None:
+            with self._lock:
+                if key != self._key:
+                    self._key, self._kept = key, {}
+                found = {q: self._kept[q] for q in questions if q in self._kept}
+        missing = [q for q in questions if q not in found]
+        if missing:
+            fresh = read(missing)
+            found.update(fresh)
+            if key is not None:
+                self._keep(key, fresh)
+        return [found[q] for q in questions if q in found]
+
+    def _keep(self, key: Hashable, fresh: dict) -> None:
         with self._lock:
             if key != self._key:
-                self._key, self._kept = key, {}
-            if question in self._kept:
-                return self._kept[question]
-        answer = read()
-        with self._lock:
-            if key == self._key:
-                self._kept[question] = answer
-                if self._most is not None and len(self._kept) > self._most:
-                    del self._kept[next(iter(self._kept))]
-        return answer
+                return
+            self._kept.update(fresh)
+            while self._most is not None and len(self._kept) > self._most:
+                del self._kept[next(iter(self._kept))]
 
 
 def state_key(state: IndexerState | None) -> Hashable:
@@ -105,24 +124,53 @@ def leaderboard(
 ) -> dict:
     """One page of peers with their rank and committee duty, and the total number of peers: a
     read of the totals kept with each peer (``derive``, "Leaderboard totals"), whatever their
-    number. Ties in the sorted column keep rank order. With ``kept``, a sort other than rank
-    sorts the table once per ``key`` (``state_key``)."""
-    total = int(conn.execute(select(func.count()).select_from(_P)).scalar_one())
+    number. Ties in the sorted column keep rank order. With ``kept``, see ``page_ranks``."""
+    total, ranks = page_ranks(
+        conn, sort=sort, order=order, limit=limit, offset=offset, kept=kept, key=key
+    )
+    found = entries_by_rank(conn, ranks)
+    return {"total": total, "entries": [found[rank] for rank in ranks if rank in found]}
+
+
+def page_ranks(
+    conn: Connection,
+    *,
+    sort: str,
+    order: str,
+    limit: int,
+    offset: int,
+    kept: PerState | None = None,
+    key: Hashable = None,
+) -> tuple[int, list[int]]:
+    """The number of peers, and the ranks on one page of the leaderboard in its order. With
+    ``kept``, the count and a sort's order of all peers are read once per ``key``
+    (``state_key``), so a page is a slice."""
+
+    def once(question: Hashable, read: Callable[[], T]) -> T:
+        return kept.get(key, question, read) if kept else read()
+
+    total = once("total", partial(_peer_count, conn))
     if offset >= total:
-        return {"total": total, "entries": []}
-    if sort == "rank":  # ranks are 1..total: the page is a range of them, no rows skipped
+        return total, []
+    if sort == "rank":  # ranks are 1..total: the page is a range of them
         if order == "asc":
-            page = select(_P).where(_P.c.rank > offset).order_by(_P.c.rank)
-        else:
-            page = select(_P).where(_P.c.rank <= total - offset).order_by(_P.c.rank.desc())
-        rows = conn.execute(page.limit(limit)).all()
-    else:  # the page's ranks first, then their rows
-        read = partial(_ranks_in, conn, sort, order)
-        ordered = kept.get(key, ("order", sort, order), read) if kept else read()
-        ranks = ordered[offset : offset + limit]
-        found = {row.rank: row for row in conn.execute(select(_P).where(_P.c.rank.in_(ranks)))}
-        rows = [found[rank] for rank in ranks if rank in found]
-    return {"total": total, "entries": [_peer_entry(row) for row in rows]}
+            return total, list(range(offset + 1, min(total, offset + limit) + 1))
+        return total, list(range(total - offset, max(0, total - offset - limit), -1))
+    ordered = once(("order", sort, order), partial(_ranks_in, conn, sort, order))
+    return total, ordered[offset : offset + limit]
+
+
+def entries_by_rank(conn: Connection, ranks: list[int]) -> dict[int, dict]:
+    """The leaderboard entry of the peer at each of ``ranks`` (a rank no peer holds is left
+    out)."""
+    if not ranks:
+        return {}
+    rows = conn.execute(select(_P).where(_P.c.rank.in_(ranks)))
+    return {int(row.rank): _peer_entry(row) for row in rows}
+
+
+def _peer_count(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(_P)).scalar_one())
 
 
 def _ranks_in(conn: Connection, sort: str, order: str) -> list[int]:

@@ -13,6 +13,7 @@ from eth_account.signers.local import LocalAccount
 
 from coordinator_indexer import queries
 from coordinator_indexer.ingest import IngestSettings
+from coordinator_indexer.models import Leaderboard
 from coordinator_indexer.service import IndexerService, ServiceSettings
 from tests.indexer.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.indexer.scenario import (
@@ -417,10 +418,11 @@ def test_the_leaderboard_fills_as_peers_publish(
 def test_kept_answers_follow_every_write_of_indexed_data(
     chain, client_for, dev_accounts, deployment, tmp_path
 ):
-    """The server keeps each sort's order of the peers, each page and the swarm totals until the
-    next write of indexed data: after every phase of the scenario, with all of them read (and
-    kept) before it, each sort's page (every field of every entry) and /api/stats are what a
-    fresh read of the database gives; and the orders and totals did change between phases."""
+    """The server keeps each sort's order of the peers, each page, each entry and the swarm
+    totals until the next write of indexed data: after every phase of the scenario, with all of
+    them read (and kept) before it, each sort's page (byte for byte what the response model
+    encodes from a fresh read of the database) and /api/stats are what a fresh read gives; and
+    the orders and totals did change between phases."""
     service = start_service(chain, deployment, tmp_path)
     store = service.store
     assert store is not None
@@ -433,9 +435,13 @@ def test_kept_answers_follow_every_write_of_indexed_data(
         orders = {}
         for sort in queries.SORTS:
             for order in ("asc", "desc"):
-                served = get(service, "/api/leaderboard", sort=sort, order=order).json()
+                response = get(service, "/api/leaderboard", sort=sort, order=order)
+                served = response.json()
                 with store.engine.connect() as conn:
                     fresh = queries.leaderboard(conn, sort=sort, order=order, limit=50, offset=0)
+                header = {"limit": 50, "offset": 0, "sort": sort, "order": order}
+                whole = Leaderboard.model_validate({**fresh, **header, "indexed_block": head})
+                assert response.content == whole.model_dump_json(by_alias=True).encode()
                 orders[sort, order] = [e["address"] for e in fresh["entries"]]
                 assert [e["address"] for e in served["entries"]] == orders[sort, order], (
                     phase, sort, order,
@@ -489,6 +495,24 @@ def test_answers_kept_per_state_are_bounded_and_the_oldest_goes_first() -> None:
         assert kept.get("state 1", question, partial(read, question)) == question.upper()
     assert reads == ["a", "b", "c", "a"]  # "c" pushed out "a", the oldest; "b" stayed
     assert kept.get("state 2", "b", partial(read, "b")) == "B" and reads[-1] == "b"  # a new state
+
+
+def test_many_answers_kept_per_state_are_read_once_and_only_the_missing_ones() -> None:
+    kept = queries.PerState(most=3)
+    reads: list[list[int]] = []
+
+    def read(missing: list[int]) -> dict[int, str]:
+        reads.append(missing)
+        return {n: f"#{n}" for n in missing if n != 99}  # 99: no answer
+
+    assert kept.get_many("s1", [1, 2], read) == ["#1", "#2"]
+    assert kept.get_many("s1", [2, 3, 99], read) == ["#2", "#3"]  # 99 left out, not kept
+    assert kept.get_many("s1", [3, 2], read) == ["#3", "#2"]  # kept, in the asked order
+    assert kept.get_many("s1", [4], read) == ["#4"]  # a fourth: 1, the oldest, goes
+    assert kept.get_many("s1", [2, 1], read) == ["#2", "#1"]
+    assert reads == [[1, 2], [3, 99], [4], [1]]
+    assert kept.get_many("s2", [2], read) == ["#2"] and reads[-1] == [2]  # a new state
+    assert kept.get_many(None, [2], read) == ["#2"] and reads[-1] == [2]  # nothing indexed: read
 
 
 def test_a_deep_reorg_stops_serving_data_but_not_the_server(
