@@ -3,7 +3,8 @@
 Folder layout::
 
     config.json                 the settings; a resumed run must be given the same ones
-    runs.json                   one entry per invocation: time, versions, git commit
+    runs.json                   one entry per invocation: time, versions, the update's precision,
+                                git commit
     rounds.csv                  one row per node per round, appended as each round finishes
     samples.csv                 a few own completions per node per round (sample_texts)
     eval.csv                    held-out evaluations (eval_every)
@@ -177,6 +178,8 @@ class ExperimentRunner:
         runs = json.loads(path.read_text()) if path.exists() else []
         import torch
 
+        from node.policy.precision import describe
+
         runs.append(
             {
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -186,6 +189,7 @@ class ExperimentRunner:
                 "python": platform.python_version(),
                 "torch": torch.__version__,
                 "torch_threads": torch.get_num_threads(),
+                "update_precision": describe(self.config.precision),  # type: ignore[arg-type]
                 **code_version(),
             }
         )

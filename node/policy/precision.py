@@ -10,13 +10,17 @@ Sampling never uses it: peers are to recompute a completion's token choices from
 sampler, and fp32 sampling agrees across machines where bf16 re-picks tokens.
 
 ``"auto"`` means bf16 where the CPU flags say it is native (read from ``/proc/cpuinfo``:
-``amx_bf16`` or ``avx512_bf16``), float32 elsewhere: emulated bf16 is slower than fp32. On CUDA
-the base model is already loaded in bf16, so autocast adds nothing there.
+``amx_bf16`` or ``avx512_bf16``) *and* a bf16 matrix product of the update's size measures at
+least ``AUTO_BF16_MIN_SPEEDUP`` times as fast as fp32 on this machine (once per process, ~0.1 s);
+float32 elsewhere. The flag alone is not enough: on an Intel Xeon reporting ``avx512_bf16``
+without AMX, bf16 products ran at 0.6x fp32 and the update took 1.6x as long (docs/LOG.md).
+Autocast is for CPUs only: on other devices the update runs in the model's float32.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -47,11 +51,55 @@ def native_bf16_flag() -> str | None:
     return next((flag for flag in BF16_CPU_FLAGS if flag in flags), None)
 
 
+#: ``auto`` chooses bf16 only where its matrix products measure at least this many times as fast
+#: as fp32's: where they merely tie, rounding to bf16 buys nothing. Measured ratios so far are far
+#: from it either way (0.6x, 2.3-4.7x, 9x).
+AUTO_BF16_MIN_SPEEDUP = 1.2
+
+#: The product timed by ``measured_bf16_speedup``: tokens x hidden times hidden x MLP width of
+#: SmolLM2-135M (576, 1536), a typical matrix product of the update.
+_PROBE_SHAPE = (1024, 576, 1536)
+
+
+@lru_cache(maxsize=1)
+def measured_bf16_speedup() -> float:
+    """fp32's time over bf16's for one ``_PROBE_SHAPE`` matrix product on this CPU, with torch's
+    current threads: the best of 5 repetitions of each after a warm-up (bf16 kernels are built
+    on first use). Measured once per process."""
+    rows, inner, cols = _PROBE_SHAPE
+    generator = torch.Generator().manual_seed(0)
+    left = torch.randn(rows, inner, generator=generator)
+    right = torch.randn(inner, cols, generator=generator)
+
+    def best(dtype: torch.dtype) -> float:
+        a, b = left.to(dtype), right.to(dtype)
+        torch.matmul(a, b)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            torch.matmul(a, b)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    return best(torch.float32) / max(best(torch.bfloat16), 1e-9)
+
+
+def auto_chooses_bf16(flag: str | None, speedup: float) -> bool:
+    """``auto``'s rule: a native bf16 flag and a measured speedup of at least
+    ``AUTO_BF16_MIN_SPEEDUP``."""
+    return flag is not None and speedup >= AUTO_BF16_MIN_SPEEDUP
+
+
+def _auto_bf16() -> bool:
+    flag = native_bf16_flag()
+    return flag is not None and auto_chooses_bf16(flag, measured_bf16_speedup())
+
+
 def resolve_precision(setting: TrainingPrecision, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of the update on ``device``, or None for plain float32."""
     if setting == "float32" or device.type != "cpu":
         return None
-    if setting == "bfloat16" or native_bf16_flag() is not None:
+    if setting == "bfloat16" or _auto_bf16():
         return torch.bfloat16
     return None
 
@@ -122,6 +170,9 @@ def describe(setting: TrainingPrecision) -> str:
         return "float32 (set)"
     if setting == "bfloat16":
         return "bfloat16 autocast (set)" + ("" if flag else ", emulated: this CPU has no bf16 flag")
-    if flag:
-        return f"bfloat16 autocast (auto: the CPU reports {flag})"
-    return "float32 (auto: no amx_bf16 or avx512_bf16 flag in /proc/cpuinfo)"
+    if not flag:
+        return "float32 (auto: no amx_bf16 or avx512_bf16 flag in /proc/cpuinfo)"
+    speedup = measured_bf16_speedup()
+    if auto_chooses_bf16(flag, speedup):
+        return f"bfloat16 autocast (auto: the CPU reports {flag}, bf16 products {speedup:.1f}x)"
+    return f"float32 (auto: the CPU reports {flag}, but bf16 products measured {speedup:.1f}x)"

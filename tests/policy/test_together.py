@@ -33,10 +33,18 @@ from node.policy.grpo import (
     train_together,
 )
 from node.policy.model import BaseModel, encode_prompts, tiny_model
-from tests.policy.texts import stopped
-from node.policy.precision import describe, frozen_linear_as, resolve_precision
+from node.policy.precision import (
+    AUTO_BF16_MIN_SPEEDUP,
+    auto_chooses_bf16,
+    describe,
+    frozen_linear_as,
+    measured_bf16_speedup,
+    native_bf16_flag,
+    resolve_precision,
+)
 from node.policy.prefill import cluster_prefixes, prefill
 from node.policy.prompt_sharing import shared_prompt_hidden
+from tests.policy.texts import stopped
 
 NAMES = ("alice", "bob", "carol")
 SYSTEM = "You answer with a number between <answer> tags, like <answer>42</answer>. " * 3
@@ -305,8 +313,26 @@ def test_precision_settings() -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_precision("float32", cpu) is None
     assert resolve_precision("bfloat16", cpu) is torch.bfloat16
-    assert resolve_precision("auto", cuda) is None  # the base is bf16 there already
+    assert resolve_precision("auto", cuda) is None  # autocast is chosen for CPUs only
     assert "float32" in describe("float32")
+
+
+def test_auto_takes_bf16_only_where_the_flag_and_the_measurement_agree() -> None:
+    # the flag alone misled on a Xeon with avx512_bf16 and no AMX: bf16 products at 0.6x fp32
+    assert not auto_chooses_bf16("avx512_bf16", 0.6)
+    assert not auto_chooses_bf16(None, 9.0)  # no native bf16: emulated, whatever was timed
+    assert auto_chooses_bf16("amx_bf16", 5.0)
+    assert auto_chooses_bf16("avx512_bf16", AUTO_BF16_MIN_SPEEDUP)
+    assert not auto_chooses_bf16("avx512_bf16", AUTO_BF16_MIN_SPEEDUP * 0.99)
+
+
+def test_auto_on_this_machine_follows_its_measurement() -> None:
+    speedup = measured_bf16_speedup()
+    assert 0 < speedup < float("inf") and measured_bf16_speedup() == speedup  # measured once
+    chosen = resolve_precision("auto", torch.device("cpu"))
+    expected = auto_chooses_bf16(native_bf16_flag(), speedup)
+    assert chosen is (torch.bfloat16 if expected else None)
+    assert describe("auto").startswith("bfloat16" if expected else "float32")
 
 
 def test_the_output_layers_bf16_copy_computes_what_autocast_would(pool: AdapterPool) -> None:
