@@ -12,15 +12,20 @@ task streams (an in-process run of the same code and preset: checked from each f
 ``--other-tasks`` drops the check, for the paper's accounting, whose I/J nodes answer the first I
 of the baseline's tasks. Prints, per run, the cumulative reward (sum over rounds of the swarm's mean reward per round),
 the last held-out accuracy (mean over nodes) and collapsed nodes, and each one's difference to the
-first, paired by seed, with a 95% t interval over seeds.
+first, paired by seed, with a 95% t interval over seeds. ``--learning`` adds how each run
+learned, from the per-round columns of ``rounds.csv`` (a run written before a column existed
+shows ``-``): optimizer steps per node, the share of node-rounds by step kind, the gradient norm
+before clipping, the peers' log-prob gap and effective sample size, peers' groups dropped, and
+the held-out accuracy averaged over every evaluation after round 0 (paired).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +44,7 @@ class Run:
     rewards: dict[int, dict[int, float]]  # seed -> round -> mean reward over nodes
     evals: dict[int, dict[int, list[tuple[float, float]]]]  # seed -> round -> (accuracy, format)
     tasks: dict[tuple[int, int, int], str]  # (seed, round, node) -> tasks digest
+    rows: list[dict[str, str]]  # this configuration's rows of rounds.csv
 
     def finished(self, seed: int) -> int:
         """Rounds 0..k-1 all present for ``seed``: k."""
@@ -74,7 +80,7 @@ def load_run(spec: str) -> Run:
         if r["config"] == label:
             entry = (float(r["accuracy"]), float(r["format_rate"]))
             evals[int(r["seed"])][int(r["round"])].append(entry)
-    return Run(spec, rewards, evals, tasks)
+    return Run(spec, rewards, evals, tasks, rows)
 
 
 def compare(runs: list[Run], *, rounds: int | None = None, same_tasks: bool = True) -> list[str]:
@@ -107,6 +113,66 @@ def compare(runs: list[Run], *, rounds: int | None = None, same_tasks: bool = Tr
         cells.append(str(sum(c for _, c in heldout[k].values())))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def learning(runs: list[Run], *, rounds: int | None = None) -> list[str]:
+    """Lines of the table of how each run learned, over the seeds and rounds ``compare`` pairs
+    (the first run is the baseline of the paired held-out column)."""
+    seeds = sorted(set.intersection(*(set(run.rewards) for run in runs)))
+    common = min(run.finished(seed) for run in runs for seed in seeds)
+    common = common if rounds is None else min(rounds, common)
+    means = [_heldout_mean(run, runs, seeds, common) for run in runs]
+    lines = [
+        "| run | steps per node | own / mixed / peers only / none | grad norm, median "
+        "| clipped | peers' log-prob gap, median | peers' ESS, median | peers' groups dropped "
+        "per node-round | held-out, mean over evaluations | vs first, paired | 95% CI |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for k, run in enumerate(runs):
+        rows = [r for r in run.rows if int(r["seed"]) in seeds and int(r["round"]) < common]
+        nodes = len({(r["seed"], r["node"]) for r in rows})
+        kinds = Counter(r.get("step_kind") or "-" for r in rows)
+        norms = _numbers(rows, "grad_norm")
+        cells = [
+            run.name,
+            f"{sum(_numbers(rows, 'trained')) / nodes:.1f}" if nodes else "-",
+            " / ".join(
+                f"{kinds[kind] / len(rows):.0%}" if "step_kind" in rows[0] else "-"
+                for kind in ("own", "mixed", "peers", "none")
+            ),
+            _median(norms),
+            f"{sum(n > 1 for n in norms) / len(norms):.0%}" if norms else "-",
+            _median(_numbers(rows, "peer_logprob_gap")),
+            _median(_numbers(rows, "peer_ess")),
+            f"{sum(_numbers(rows, 'peer_groups_dropped')) / len(rows):.2f}"
+            if "peer_groups_dropped" in rows[0]
+            else "-",
+            f"{_mean(means[k]):.3f}" if means[k] else "-",
+            *_paired(means[k], means[0], k == 0, "{:+.3f}"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _numbers(rows: list[dict[str, str]], column: str) -> list[float]:
+    return [float(r[column]) for r in rows if r.get(column) not in (None, "")]
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}" if values else "-"
+
+
+def _heldout_mean(run: Run, runs: list[Run], seeds: list[int], rounds: int) -> dict[int, float]:
+    """Per seed: the mean over nodes and over every evaluation after round 0 (at most
+    ``rounds``) that all runs have for that seed."""
+    found = {}
+    for seed in seeds:
+        shared = set.intersection(*(set(r.evals.get(seed, {})) for r in runs))
+        usable = sorted(r for r in shared if 0 < r <= rounds)
+        if usable:
+            per_round = [statistics.fmean(a for a, _ in run.evals[seed][r]) for r in usable]
+            found[seed] = statistics.fmean(per_round)
+    return found
 
 
 def _heldout(
@@ -162,9 +228,18 @@ def main(argv: list[str] | None = None) -> None:
         help="allow runs whose nodes answered other tasks (the paper's accounting: an I/J node "
         "answers the first I of the baseline's)",
     )
+    parser.add_argument(
+        "--learning",
+        action="store_true",
+        help="also print how each run learned: steps, step kinds, gradient norms, the peers' "
+        "log-prob gap and ESS, and held-out accuracy averaged over the evaluations",
+    )
     args = parser.parse_args(argv)
     runs = [load_run(spec) for spec in args.runs]
     print("\n".join(compare(runs, rounds=args.rounds, same_tasks=not args.other_tasks)))
+    if args.learning:
+        print()
+        print("\n".join(learning(runs, rounds=args.rounds)))
 
 
 if __name__ == "__main__":

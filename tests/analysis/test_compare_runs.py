@@ -90,3 +90,40 @@ def test_only_seeds_and_rounds_every_run_finished_are_compared(tmp_path: Path) -
     assert result.stdout.startswith("seeds 0; rounds compared: 2")
     cells = result.stdout.splitlines()[-1].split(" | ")
     assert cells[1:3] == ["0.60", "+0.20"] and cells[4:6] == ["0.600", "+0.200"]
+
+
+def test_learning_table_from_the_per_round_columns(tmp_path: Path) -> None:
+    """--learning: steps per node, step kinds, gradient norms, the peers' gap, ESS and dropped
+    groups from rounds.csv; held-out averaged over the evaluations after round 0, paired."""
+    fields = (*ROUND_FIELDS, "trained", "step_kind", "grad_norm", "peer_logprob_gap", "peer_ess")
+    fields += ("peer_groups_dropped",)
+    runs = {}
+    for name, label, kinds in (("solo", "4/0", ("own", "none")), ("shared", "2/2", ("mixed",))):
+        run = folder(tmp_path, name, label, {0: 0.1, 1: 0.3}, acc=0.4 if name == "solo" else 0.5)
+        rows = []
+        for i, r in enumerate(csv.DictReader((run / "rounds.csv").open())):
+            kind = kinds[i % len(kinds)]
+            shared = name == "shared"
+            gap, ess, dropped = ("0.5", "0.9", "1") if shared else ("", "", "0")
+            norm = "" if kind == "none" else str(0.5 + i % 4)  # 0.5, 1.5, 2.5, 3.5, ...
+            trained = "0" if kind == "none" else "1"
+            rows.append((*r.values(), trained, kind, norm, gap, ess, dropped))
+        write(run / "rounds.csv", fields, rows)
+        evals = list(csv.reader((run / "eval.csv").open()))[1:]
+        evals += [(label, s, 1, n, 0.2, 1.0) for s in (0, 1) for n in (0, 1)]
+        write(run / "eval.csv", EVAL_FIELDS, evals)
+        runs[name] = run
+    result = run_script(f"{runs['solo']}:4/0", f"{runs['shared']}:2/2", "--learning")
+    assert result.returncode == 0, result.stderr
+    table = {line.split(" | ")[0].lstrip("| "): line for line in result.stdout.splitlines()}
+    solo = table[f"{runs['solo']}:4/0"].split(" | ")[1:]
+    shared = table[f"{runs['shared']}:2/2"].split(" | ")[1:]
+    # solo: 8 rows, own and none alternating -> 1 step per node (4 nodes over 2 seeds), norms
+    # 0.5 and 2.5 -> median 1.5, one of two above 1; held-out per seed: rounds 1 (0.2) and 2
+    # (0.4, or 0.2 in seed 1 with its collapsed node) -> 0.3 and 0.2
+    assert solo[:5] == ["1.0", "50% / 0% / 0% / 50%", "1.50", "50%", "-"]
+    assert solo[5:8] == ["-", "0.00", "0.250"]
+    # shared: every row a mixed step -> 2 steps per node; norms 0.5..3.5 -> median 2.0, 75 %
+    # clipped; gap 0.5, ESS 0.9, one group dropped per node-round; held-out 0.35 and 0.225
+    assert shared[:5] == ["2.0", "0% / 100% / 0% / 0%", "2.00", "75%", "0.50"]
+    assert shared[5:9] == ["0.90", "1.00", "0.287", "+0.037"]
