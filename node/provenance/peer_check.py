@@ -7,6 +7,9 @@ public seeds. The node then trains only on the completions that passed:
 
 - a completion below the soft tolerance is dropped (no float drift explains it);
 - a batch with a completion below the hard tolerance is not trained on at all;
+- a completion that passed is trained on with the log-probs the recompute gave its tokens where
+  the batch claims others (the importance weights of ``training.peer_importance`` then rest on
+  the sampler's probabilities, not on the sender's word);
 - a batch whose adapter cannot be fetched (``adapter_missing``) or is not an adapter of the shape
   it names (``adapter_mismatch``), or names the adapter another publisher named in that round or
   the one before (``adapter_mismatch``: a copied adapter), is not trained on either.
@@ -22,7 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
 from transformers import PreTrainedTokenizerBase
@@ -35,8 +38,9 @@ from node.provenance.model_info import lora_settings
 from node.provenance.publish import fetch_adapter
 from node.provenance.recompute import CompletionMargins, GroupToCheck, batch_margins
 from node.provenance.seeds import completion_seed
+from node.rollouts.assemble import round_logprob
 from node.rollouts.reasons import RejectReason
-from node.rollouts.schema import ModelInfo
+from node.rollouts.schema import Completion, ModelInfo
 from node.sampling.verdicts import VerifiedGroup
 from node.storage import ContentStore
 from node.storage.errors import BadManifest, StoreError
@@ -45,16 +49,23 @@ from node.tasks import build_messages
 log = logging.getLogger(__name__)
 
 
+#: A claimed log-prob further than this (nats) from the recomputed one is not the sampler's:
+#: honest ones differ by float drift and the batch's 6-decimal rounding (~1e-5 at most).
+LOGPROB_TOLERANCE = 1e-3
+
+
 @dataclass(frozen=True)
 class BatchProvenance:
     """What the recompute of one batch's groups found. ``reason`` is None when it was checked
-    and not flagged (``result`` then says which completions are excluded)."""
+    and not flagged (``result`` then says which completions are excluded, and ``logprobs``
+    holds each recomputed completion's log-probs, by (task index, completion))."""
 
     peer: str
     round: int
     reason: RejectReason | None
     detail: str = ""
     result: ProvenanceResult | None = None
+    logprobs: Mapping[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def usable(self) -> bool:
@@ -62,25 +73,37 @@ class BatchProvenance:
         return self.reason is None and self.result is not None and not self.result.flagged
 
     def passed(self, group: VerifiedGroup) -> VerifiedGroup | None:
-        """``group`` without its excluded completions; None when nothing usable is left (the
-        batch failed, or fewer than two completions or no reward signal remain)."""
+        """``group`` without its excluded completions, each with the log-probs its sampler gave
+        (the recomputed ones where the batch's claim is off by more than ``LOGPROB_TOLERANCE``:
+        importance weights built on a claim would trust the sender); None when nothing usable
+        is left (the batch failed, or fewer than two completions or no reward signal remain)."""
         if not self.usable or self.result is None:
             return None
         index = group.task.index
         keep = [
             i for i in range(len(group.completions)) if (index, i) not in self.result.excluded
         ]
-        if len(keep) == len(group.completions):
+        completions = tuple(self._sampled(group.completions[i], (index, i)) for i in keep)
+        if completions == tuple(group.completions):
             return group
         trimmed = VerifiedGroup(
             group.peer,
             group.round,
             group.task,
-            tuple(group.completions[i] for i in keep),
+            completions,
             tuple(group.rewards[i] for i in keep),
             group.model,
         )
         return trimmed if len(keep) >= 2 and trimmed.has_advantage else None
+
+    def _sampled(self, completion: Completion, key: tuple[int, int]) -> Completion:
+        recomputed = self.logprobs.get(key)
+        if recomputed is None or len(recomputed) != len(completion.logprobs):
+            return completion
+        claimed = completion.logprobs
+        if all(abs(c - r) <= LOGPROB_TOLERANCE for c, r in zip(claimed, recomputed, strict=True)):
+            return completion
+        return completion.model_copy(update={"logprobs": [round_logprob(r) for r in recomputed]})
 
 
 @dataclass(frozen=True)
@@ -278,7 +301,13 @@ class Recomputer:
         if result.flagged:
             detail = f"not sampled from its adapter: {result.evidence}"
             return BatchProvenance(peer, round, RejectReason.PROVENANCE, detail, result)
-        return BatchProvenance(peer, round, None, result=result)
+        logprobs = {
+            (i, c): m.logprobs
+            for i, group in margins.items()
+            for c, m in enumerate(group or ())
+            if m.logprobs
+        }
+        return BatchProvenance(peer, round, None, result=result, logprobs=logprobs)
 
     def _margins_under(
         self, model: ModelInfo, groups: list[GroupToCheck]

@@ -4,9 +4,9 @@ The groups of one batch go through the model together, as generation computed th
 prompts are prefilled once (``node.policy.prefill``: the system line and worked examples they
 share computed once), each prompt's key/value cache is repeated to its completions, and the
 completions run right-padded on top; the fp32 logits that predict each completion token give its
-margin against ``u_t`` (``node.provenance.sampler.pick_margins``). A completion sampled from that
-model with those seeds has every margin >= 0 up to float drift; any other has a position whose
-margin is below zero by the distance of ``u_t`` to the claimed token's interval.
+margin against ``u_t`` and its log-prob (``node.provenance.sampler.pick_checks``). A completion
+sampled from that model with those seeds has every margin >= 0 up to float drift; any other has
+a position whose margin is below zero by the distance of ``u_t`` to the claimed token's interval.
 
 The model runs in fp32 and eval mode, as the sampler did: a verifier in bf16 would move the
 boundaries by up to 0.1 (see the spec) and flag honest peers.
@@ -22,7 +22,7 @@ from transformers import PreTrainedModel
 
 from node.policy.generation import preallocated_cache
 from node.policy.prefill import prefill, right_padded
-from node.provenance.sampler import pick_margins
+from node.provenance.sampler import pick_checks
 from node.provenance.seeds import uniforms
 
 _POSITIONS_PER_PASS = 1024
@@ -36,11 +36,14 @@ class CompletionMargins:
     worst: float
     position: int
     margins: tuple[float, ...]
+    logprobs: tuple[float, ...] = ()
+    """Each token's log-prob under the model (what the sampler's was, up to float drift)."""
 
     @classmethod
-    def of(cls, margins: torch.Tensor) -> CompletionMargins:
+    def of(cls, margins: torch.Tensor, logprobs: torch.Tensor | None = None) -> CompletionMargins:
         position = int(margins.argmin())
-        return cls(float(margins[position]), position, tuple(margins.tolist()))
+        recomputed = () if logprobs is None else tuple(logprobs.tolist())
+        return cls(float(margins[position]), position, tuple(margins.tolist()), recomputed)
 
     def first_below(self, tolerance: float) -> int | None:
         """The first position whose margin is below ``-tolerance`` (the evidence), if any: the
@@ -108,8 +111,8 @@ def batch_margins(
                     ids, seed = groups[i].completions[c], groups[i].seeds[c]
                     u = torch.tensor(uniforms(seed, len(ids)), dtype=torch.float64)
                     tokens = torch.tensor(list(ids), dtype=torch.long)
-                    margins = pick_margins(logits[row, : len(ids)].cpu(), tokens, u)
-                    result[i].append(CompletionMargins.of(margins))
+                    margins, logprobs = pick_checks(logits[row, : len(ids)].cpu(), tokens, u)
+                    result[i].append(CompletionMargins.of(margins, logprobs))
             return result
     finally:
         model.train(was_training)

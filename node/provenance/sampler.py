@@ -59,17 +59,26 @@ def seeded_pick(
 def pick_margins(logits: Tensor, tokens: Tensor, u: Tensor) -> Tensor:
     """Per position, the margin (float64) by which ``tokens`` (T,) are the picks of ``logits``
     (T, V) with ``u`` (T,): >= 0 for the pick, negative outside its interval."""
-    margins = []
+    return pick_checks(logits, tokens, u)[0]
+
+
+def pick_checks(logits: Tensor, tokens: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+    """``pick_margins`` and, from the same pass, each token's log-prob under ``logits``
+    (temperature 1, float64): (T,), (T,)."""
+    margins, logprobs = [], []
     for start in range(0, logits.shape[0], _MARGIN_CHUNK):
         end = start + _MARGIN_CHUNK
-        margins.append(_margins(logits[start:end], tokens[start:end], u[start:end]))
+        chunk = _margins(logits[start:end], tokens[start:end], u[start:end])
+        margins.append(chunk[0])
+        logprobs.append(chunk[1])
     if not margins:
-        return torch.empty(0, dtype=torch.float64)
-    return torch.cat(margins)
+        return torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.float64)
+    return torch.cat(margins), torch.cat(logprobs)
 
 
-def _margins(logits: Tensor, tokens: Tensor, u: Tensor) -> Tensor:
-    weights = _shifted(logits, 1.0).exp()  # (t, V)
+def _margins(logits: Tensor, tokens: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+    x = _shifted(logits, 1.0)  # (t, V)
+    weights = x.exp()  # (t, V)
     cumulative = weights.cumsum(-1)  # (t, V)
     total = cumulative[:, -1]  # (t,)
     index = tokens.to(torch.long)[:, None]  # (t, 1)
@@ -77,7 +86,8 @@ def _margins(logits: Tensor, tokens: Tensor, u: Tensor) -> Tensor:
     lower = upper - weights.gather(-1, index).squeeze(-1)  # (t,)
     u = u.to(torch.float64)
     margins = torch.minimum(u - lower / total, upper / total - u)
-    return torch.nan_to_num(margins, nan=-math.inf)  # NaN logits pick nothing
+    logprobs = x.gather(-1, index).squeeze(-1) - total.log()  # (t,)
+    return torch.nan_to_num(margins, nan=-math.inf), logprobs  # NaN logits pick nothing
 
 
 def _shifted(logits: Tensor, temperature: float) -> Tensor:

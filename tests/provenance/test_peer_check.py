@@ -172,6 +172,32 @@ def test_an_edited_token_flags_the_batch(
     assert outcome.passed(honest[1]) is None  # nothing of a flagged batch is trained on
 
 
+def test_claimed_log_probs_are_replaced_by_the_sampler_s_where_they_are_not_its(
+    publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem]
+) -> None:
+    """Honest ids with made-up log-probs (a peer wanting its tokens weighted up to the importance
+    cap): the batch passes, and the receiver trains on the log-probs the recompute gave."""
+    address = publish_adapter(store, publisher.adapter_state())
+    honest = _verified(tasks, _sampled(publisher, tasks), learner_model(publisher, address))
+    lowered = _forged(
+        honest,
+        None,
+        lambda g: tuple(c.model_copy(update={"logprobs": [-20.0] * len(c.logprobs)}) for c in g.completions),
+    )
+
+    outcome = _check(receiver, store, lowered)
+
+    assert outcome.usable and outcome.result is not None and outcome.result.excluded == frozenset()
+    for claimed, sampled in zip(lowered, honest, strict=True):
+        trained = outcome.passed(claimed)
+        assert trained is not None and trained.rewards == sampled.rewards
+        for got, true in zip(trained.completions, sampled.completions, strict=True):
+            assert got.token_ids == true.token_ids
+            assert got.logprobs == pytest.approx(true.logprobs, abs=1e-4)
+    # honest claims stay as sent: the recompute agrees with them within the tolerance
+    assert [_check(receiver, store, honest).passed(g) for g in honest] == honest
+
+
 def test_kept_margins_spare_a_second_recompute_and_only_of_the_same_groups(
     publisher: Learner, receiver: Learner, store: LocalStore, tasks: list[TaskItem], tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from eth_utils import keccak, to_canonical_address
 
-from node.provenance.sampler import pick_margins, seeded_pick
+from node.provenance.sampler import pick_checks, pick_margins, seeded_pick
 from node.provenance.seeds import batch_seeds, completion_seed, local_seeds, uniform, uniforms
 from tests.docs.protocol_vectors import PROTOCOL_PATH, read_vectors
 
@@ -100,6 +100,18 @@ def test_margins_are_the_distance_to_the_claimed_token_s_interval() -> None:
     assert margins.tolist() == pytest.approx([0.05, -0.15, -0.35, 0.05], abs=1e-7)
     picked, _ = seeded_pick(logits, u)
     assert (pick_margins(logits, picked, u) >= 0).all()
+
+
+def test_the_margins_pass_also_gives_each_claimed_token_s_log_prob() -> None:
+    u = torch.tensor([0.25, 0.25, 0.95], dtype=torch.float64)
+    logits = LOGITS.expand(3, -1)
+    tokens = torch.tensor([1, 0, 3])
+    margins, logprobs = pick_checks(logits, tokens, u)
+    assert torch.equal(margins, pick_margins(logits, tokens, u))
+    # intervals 0 [0, .1), 1 [.1, .3), 3 [.6, 1): probabilities 0.2, 0.1, 0.4
+    assert logprobs.tolist() == pytest.approx([math.log(0.2), math.log(0.1), math.log(0.4)])
+    _, sampled = seeded_pick(logits, u)  # the sampler's own log-prob of its pick agrees
+    assert float(sampled[2]) == pytest.approx(float(logprobs[2]), abs=1e-6)
 
 
 def test_temperature_and_top_p_shape_the_distribution_the_pick_reads() -> None:
