@@ -10,16 +10,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from eth_abi import encode
+from eth_abi.exceptions import DecodingError
 from eth_utils import function_signature_to_4byte_selector
 from web3 import Web3
 from web3.exceptions import BlockNotFound, Web3RPCError
 
+from coordinator_indexer import weights_reader
 from coordinator_indexer.records import SealReads
 from coordinator_indexer.store import BlockRef
 from node.chain.abi import load_abi
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 
-#: Views per JSON-RPC batch request.
+#: Per-peer views per JSON-RPC batch request, where the chain refuses ``WeightsReader``'s call.
 _BATCH = 200
 
 
@@ -58,9 +60,9 @@ class ChainView:
         )
 
     def _weights(self, round_: int, peers: list[str], block: bytes) -> list[int]:
-        """``weightAt(peer, round_)`` of ``peers`` at ``block``, in one JSON-RPC batch of raw
-        ``eth_call``s (calldata encoded here: web3's per-call ABI handling cost 3 ms a call, 13 s
-        of a 1,000-peer sync); retried as a whole."""
+        """``weightAt(peer, round_)`` of ``peers`` at ``block``: in one ``eth_call`` of
+        ``WeightsReader``'s creation code, or, where the chain refuses that call, in JSON-RPC
+        batches of raw per-peer ``eth_call``s; retried as a whole."""
         assert self.contract is not None
         to = self.contract.address
 
@@ -68,23 +70,53 @@ class ChainView:
             # A batched call cannot name its block by hash: name it by number, then check that
             # the number still holds that hash (else the answers may be another chain's).
             number = int(self.w3.eth.get_block(block)["number"])
+            weights = self._weights_in_one_call(to, round_, peers, number)
+            if weights is None:
+                weights = self._weights_peer_by_peer(to, round_, peers, number)
+            if bytes(self.w3.eth.get_block(number)["hash"]) != bytes(block):
+                raise BlockNotFound(f"block {_hex(block)} was reorganised away")
+            return weights
+
+        what = f"reading weightAt of {len(peers)} peers for round {round_}"
+        return call_with_retry(run, what=what, endpoint=self.endpoint, policy=self.retry)
+
+    def _weights_in_one_call(
+        self, to: str, round_: int, peers: list[str], number: int
+    ) -> list[int] | None:
+        """The weights from one ``WeightsReader`` call; None when the chain answers it with an
+        error or a malformed result (a revert, a gas cap, an RPC that refuses calls without
+        ``to``): the caller then reads peer by peer. A transport failure raises (retried)."""
+        data = weights_reader.call_data(to, round_, peers)
+        answer = self.w3.provider.make_request("eth_call", [{"data": data}, hex(number)])  # type: ignore[arg-type]
+        result = answer.get("result")
+        if "error" in answer or not isinstance(result, str):
+            return None
+        try:
+            return weights_reader.decode_weights(result, len(peers))
+        except (ValueError, TypeError, DecodingError):
+            return None
+
+    def _weights_peer_by_peer(
+        self, to: str, round_: int, peers: list[str], number: int
+    ) -> list[int]:
+        """The weights from raw per-peer ``eth_call``s in JSON-RPC batches of ``_BATCH``
+        (calldata encoded here: web3's per-call ABI handling cost 3 ms a call)."""
+        weights: list[int] = []
+        for start in range(0, len(peers), _BATCH):
+            chunk = peers[start : start + _BATCH]
             calls = [
                 ("eth_call", [{"to": to, "data": _weight_at_calldata(peer, round_)}, hex(number)])
-                for peer in peers
+                for peer in chunk
             ]
             answered = self.w3.provider.make_batch_request(calls)  # type: ignore[attr-defined]
             answers = [answered] if isinstance(answered, dict) else list(answered)
             failed = [a for a in answers if "error" in a or "result" not in a]
-            if failed or len(answers) != len(peers):
+            if failed or len(answers) != len(chunk):
                 first = failed[0] if failed else {"error": {"message": "answers missing"}}
                 raise Web3RPCError(str(first.get("error")), rpc_response=first)
-            if bytes(self.w3.eth.get_block(number)["hash"]) != bytes(block):
-                raise BlockNotFound(f"block {_hex(block)} was reorganised away")
             by_id = sorted(answers, key=lambda a: int(a["id"]))
-            return [int(a["result"], 16) for a in by_id]
-
-        what = f"reading weightAt of {len(peers)} peers for round {round_}"
-        return call_with_retry(run, what=what, endpoint=self.endpoint, policy=self.retry)
+            weights += [int(a["result"], 16) for a in by_id]
+        return weights
 
     def judging_rounds(self) -> int:
         """J = graceRounds + commitRounds + revealRounds (immutable)."""
@@ -104,8 +136,8 @@ class ChainView:
         rules = self._view(f"reading rulesAt({round_})", functions.rulesAt(round_), block)
         ordered = sorted(set(peers))
         weights: dict[str, int] = {}
-        for start in range(0, len(ordered), _BATCH):
-            chunk = ordered[start : start + _BATCH]
+        for start in range(0, len(ordered), weights_reader.PEERS_PER_CALL):
+            chunk = ordered[start : start + weights_reader.PEERS_PER_CALL]
             weights.update(zip(chunk, self._weights(round_, chunk, block), strict=True))
         return SealReads(committee_size=int(rules[2]), weights=weights)
 
