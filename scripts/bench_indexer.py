@@ -23,7 +23,8 @@ What it does:
    (eth_getLogs + decoding, no database); then a fresh indexer syncs it into SQLite (which also
    reads ``rulesAt`` and every peer's ``weightAt`` at each seal's block, for committee duties).
    Reported: events/s of each and their ratio (what the database, the seal reads, reorg
-   bookkeeping and derived rows cost).
+   bookkeeping and derived rows cost), the fastest of ``--repeats`` alternating measurements of
+   each, and the wall time of each of the indexer's phases against the baseline.
 3. API latency under a bounded local load: ``--clients`` threads each send ``--requests``
    requests over keep-alive connections to ``/api/leaderboard`` (random sort, order and page,
    50 rows), then the same load on ``/health`` (one-row read: the server's own floor) as the
@@ -380,6 +381,22 @@ def measure_ingestion(
     }
 
 
+def best_ingestion(
+    w3: Web3, deployment: Any, work: Path, repeats: int, profile: Path | None
+) -> dict[str, Any]:
+    """``measure_ingestion`` ``repeats`` times, alternating baseline and indexer, each indexer
+    into a fresh database (the last one is ``work/bench.db``, which the API load serves); the
+    fastest baseline and the fastest indexer: on shared cores the least disturbed of each."""
+    runs = []
+    for attempt in range(repeats):
+        db = work / ("bench.db" if attempt == repeats - 1 else f"bench-{attempt}.db")
+        runs.append(measure_ingestion(w3, deployment, f"sqlite:///{db}", profile))
+    best = dict(runs[-1])
+    best["baseline_s"] = min(run["baseline_s"] for run in runs)
+    best["indexer_s"] = min(run["indexer_s"] for run in runs)
+    return best
+
+
 def time_phases(indexer: Indexer) -> dict[str, float]:
     """Wraps the indexer's phases so that each adds its wall time to the returned dict: where
     ingestion goes beyond the baseline's read, without a profiler's distortion."""
@@ -520,6 +537,13 @@ def main() -> None:
         "--committee", type=int, default=3, help="committee size k (expected seats per batch)"
     )
     parser.add_argument("--per-block", type=int, default=250, help="transactions per block")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="ingestion measured this many times (baseline, then indexer), the fastest of each "
+        "reported",
+    )
     parser.add_argument("--clients", type=int, default=8, help="concurrent API clients")
     parser.add_argument("--requests", type=int, default=250, help="requests per client")
     parser.add_argument(
@@ -552,10 +576,8 @@ def main() -> None:
                 f"{tally.unflagged} without a counted flag"
             )
 
-            log("ingestion (same block range, fresh SQLite database)")
-            ingest = measure_ingestion(
-                w3, deployment, f"sqlite:///{work / 'bench.db'}", args.profile
-            )
+            log(f"ingestion (same block range, fresh SQLite database; best of {args.repeats})")
+            ingest = best_ingestion(w3, deployment, work, args.repeats, args.profile)
             base_rate = ingest["events"] / ingest["baseline_s"]
             rate = ingest["events"] / ingest["indexer_s"]
             log(f"  indexer: {ingest['indexer_s']:.1f} s; rows {ingest['rows']}")
