@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import random
 import socket
 import socketserver
 import threading
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import requests
+from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from node.chain.client import CoordinatorClient
@@ -178,3 +180,15 @@ class FlakyProxy:
         finally:
             self._server.shutdown()
             self._server.server_close()
+
+
+def random_peers(chain, client_for, rng: random.Random, count: int):  # type: ignore[no-untyped-def]
+    """``count`` fresh funded accounts registered with random stakes (1 to 6 ETH, odd wei)."""
+    clients = []
+    for index in range(count):
+        account = Account.from_key(rng.randbytes(32))
+        chain.fund(account.address, 100 * ETHER)
+        client = client_for(account)
+        client.register(f"p{index}", ETHER + rng.randrange(5 * ETHER))
+        clients.append(client)
+    return clients

@@ -26,7 +26,7 @@ from node.chain.committee import (
     vote_weight,
 )
 from node.chain.models import Rules
-from tests.chain.helpers import ETHER, Ballot, item_on, publish, to_commit_phase
+from tests.chain.helpers import ETHER, Ballot, item_on, publish, random_peers, to_commit_phase
 
 ALICE = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 BOB = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
@@ -157,18 +157,6 @@ def test_hashes_are_the_abi_encodings_the_contract_uses() -> None:
 # ------------------------------------------------------------------------------ contract parity
 
 
-def _random_peers(chain, client_for, rng: random.Random, count: int):
-    """``count`` fresh funded accounts registered with random stakes (1 to 6 ETH, odd wei)."""
-    clients = []
-    for index in range(count):
-        account = Account.from_key(rng.randbytes(32))
-        chain.fund(account.address, 100 * ETHER)
-        client = client_for(account)
-        client.register(f"p{index}", ETHER + rng.randrange(5 * ETHER))
-        clients.append(client)
-    return clients
-
-
 def _check_round(client, clients, round_: int) -> tuple[int, int, int]:
     """Compares committeeSeat with vote_weight for every ordered pair of ``round_``, and each
     attester's seats with RoundSeats' listing; returns the number of (sure seats, lottery wins,
@@ -202,7 +190,7 @@ def test_vote_weight_equals_the_contracts_committee_seat(chain, client_for, dev_
     rng = random.Random(20_24)
     owner = client_for(dev_accounts[0])
     assert owner.seat_rule() == SEAT_RULE
-    clients = _random_peers(chain, client_for, rng, 10)
+    clients = random_peers(chain, client_for, rng, 10)
     start = chain.current_round() + 1
     phases = owner.cached_phases
     sizes = {start + phases.judging_rounds + 1: 3}

@@ -12,7 +12,7 @@ from eth_account import Account
 
 from coordinator_indexer import weights_reader
 from coordinator_indexer.chainview import ChainView
-from tests.chain.helpers import ETHER, to_commit_phase
+from tests.chain.helpers import ETHER, random_peers, to_commit_phase
 
 pytestmark = pytest.mark.integration
 
@@ -28,21 +28,14 @@ def test_the_committed_creation_code_is_the_forge_builds(contract_artifact: Path
 def _sealed_swarm(chain, client_for, dev_accounts, count: int):  # type: ignore[no-untyped-def]
     """``count`` peers with random stakes (one with a pending deposit, one exiting) and a sealed
     round: (owner, round, the peers' addresses and an address that never registered)."""
-    rng = random.Random(7)
     owner = client_for(dev_accounts[0])
-    peers = []
-    for index in range(count):
-        account = Account.from_key(rng.randbytes(32))
-        chain.fund(account.address, 100 * ETHER)
-        client = client_for(account)
-        client.register(f"p{index}", ETHER + rng.randrange(5 * ETHER))
-        peers.append(client)
+    peers = random_peers(chain, client_for, random.Random(7), count)
     round_ = chain.current_round() + 1
     peers[0].add_stake(2 * ETHER)  # pending in this round: weightAt leaves it out
     peers[1].request_exit()
     to_commit_phase(chain, owner, round_)
     owner.seal_round(round_)
-    stranger = Account.from_key(rng.randbytes(32)).address
+    stranger = Account.from_key(bytes(range(32))).address
     return owner, round_, [p.account_address for p in peers] + [stranger]
 
 
