@@ -59,8 +59,9 @@ def rendered(artifact: Path = ARTIFACT_PATH) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m coordinator_indexer.weights_reader --write | --check``."""
     args = sys.argv[1:] if argv is None else argv
+    command = "python -m coordinator_indexer.weights_reader"
     if args not in (["--write"], ["--check"]):
-        print("usage: python -m coordinator_indexer.weights_reader --write | --check", file=sys.stderr)
+        print(f"usage: {command} --write | --check", file=sys.stderr)
         return 2
     fresh = rendered()
     if args == ["--write"]:
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if COMMITTED_PATH.read_text() == fresh:
         print(f"{COMMITTED_PATH} is up to date")
         return 0
-    print(f"{COMMITTED_PATH} is stale: run `python -m coordinator_indexer.weights_reader --write`", file=sys.stderr)
+    print(f"{COMMITTED_PATH} is stale: run `{command} --write`", file=sys.stderr)
     return 1
 
 
