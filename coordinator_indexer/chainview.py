@@ -87,7 +87,8 @@ class ChainView:
         error or a malformed result (a revert, a gas cap, an RPC that refuses calls without
         ``to``): the caller then reads peer by peer. A transport failure raises (retried)."""
         data = weights_reader.call_data(to, round_, peers)
-        answer = self.w3.provider.make_request("eth_call", [{"data": data}, hex(number)])  # type: ignore[arg-type]
+        params = [{"data": data}, hex(number)]
+        answer = self.w3.provider.make_request("eth_call", params)  # type: ignore[arg-type]
         result = answer.get("result")
         if "error" in answer or not isinstance(result, str):
             return None
