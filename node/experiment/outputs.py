@@ -200,7 +200,9 @@ class RoundsCsv:
 
         With ``complete_at_done`` = n, rows of round ``rounds_done`` itself stay too when the
         unit has n whole rows of it (``eval.csv``: the evaluation after the last round done
-        finished; a partial one is dropped, to be redone)."""
+        finished; a partial one is dropped, to be redone). Rows of a unit ``rounds_done`` does
+        not name (run by an earlier invocation with other seeds or configurations) stay as they
+        are: this invocation does not know how far that unit got."""
         rows = self.rows()
         whole = Counter(
             (r["config"], r["seed"], r["round"]) for r in rows if None not in r.values()
@@ -209,7 +211,10 @@ class RoundsCsv:
         def wanted(r: dict[str, str]) -> bool:
             if None in r.values():  # a line cut short by a kill
                 return False
-            done, round_ = rounds_done.get((r["config"], int(r["seed"])), 0), int(r["round"])
+            unit = (r["config"], int(r["seed"]))
+            if unit not in rounds_done:
+                return True
+            done, round_ = rounds_done[unit], int(r["round"])
             if round_ == done and complete_at_done:
                 return whole[(r["config"], r["seed"], r["round"])] == complete_at_done
             return round_ < done

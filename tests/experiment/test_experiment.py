@@ -209,6 +209,24 @@ def test_inprocess_outputs_identical_tasks_and_resume(
     assert [r["label"] for r in summary["results"]] == ["2/0", "2/1"]
 
 
+def test_resuming_one_seed_keeps_the_rows_of_a_seed_run_two_invocations_before(
+    tmp_path: Path, load_model: Callable[[], BaseModel]
+) -> None:
+    # seed 0 in one invocation, seed 1 in the next (killed), then seed 1 resumed: the folder's
+    # config.json names seed 1 only by then, and seed 0's finished rows must survive the resume
+    config = _config(configs=(Sharing(1, 1),))
+    out = tmp_path / "run"
+    assert run_experiment(config, out, load_model=load_model, learner_class=AnsweringLearner)
+    seed_0 = [r for r in _rows(out) if r["seed"] == "0"]
+    assert len(seed_0) == 2 * 3
+    second = config.merged(seeds=(1,))
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(second, out, load_model=load_model, learner_class=_crashing(5))
+    assert run_experiment(second, out, load_model=load_model, learner_class=AnsweringLearner)
+    assert [r for r in _rows(out) if r["seed"] == "0"] == seed_0
+    assert len([r for r in _rows(out) if r["seed"] == "1"]) == 2 * 3
+
+
 def test_a_kill_between_two_nodes_checkpoint_saves_resumes_identically(
     tmp_path: Path, load_model: Callable[[], BaseModel]
 ) -> None:
@@ -386,6 +404,9 @@ def test_keeping_rows_of_finished_rounds_and_whole_evaluations(tmp_path: Path) -
     assert [(r["seed"], r["round"]) for r in table.rows()] == [("0", "1")] * 3
     assert table.keep({("2/2", 0): 1}) == 3  # without complete_at_done: only rounds < done
     assert table.rows() == []
+    table.append([row | {"round": 4, "node": 0, "seed": 7}])
+    assert table.keep({("2/2", 0): 1}) == 0  # a unit it is not told of is left as it is
+    assert [(r["seed"], r["round"]) for r in table.rows()] == [("7", "4")]
 
 
 @pytest.mark.integration
