@@ -336,3 +336,59 @@ def test_a_single_block_that_is_refused_is_an_rpc_error(chain, anvil, history) -
     )
     with pytest.raises(RpcError, match=f"logs of block {first} alone"):
         reader.read(first, first + 4)
+
+
+class AnsweringProvider(HTTPProvider):
+    """An RPC that answers every request with ``answer`` (a misbehaving endpoint)."""
+
+    def __init__(self, answer: dict) -> None:
+        super().__init__("http://127.0.0.1:9", exception_retry_configuration=None)
+        self.answer = answer
+
+    def make_request(self, method, params):
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        None,
+        "0x",
+        [{"topics": ["0x" + "00" * 32]}],  # no data, no location
+        [
+            {
+                "topics": "0x12",
+                "data": "0x",
+                "blockNumber": "0x1",
+                "blockHash": "0x",
+                "transactionHash": "0x",
+                "logIndex": "0x0",
+            }
+        ],
+        [
+            {
+                "topics": [],
+                "data": "12",
+                "blockNumber": "0x1",
+                "blockHash": "0x",
+                "transactionHash": "0x",
+                "logIndex": "0x0",
+            }
+        ],
+        [
+            {
+                "topics": [],
+                "data": "0x",
+                "blockNumber": 1,
+                "blockHash": "0x",
+                "transactionHash": "0x",
+                "logIndex": "0x0",
+            }
+        ],
+    ],
+)
+def test_a_malformed_getlogs_answer_is_one_rpc_error(result: object) -> None:
+    provider = AnsweringProvider({"jsonrpc": "2.0", "id": 1, "result": result})
+    reader = EventReader(Web3(provider), "0x" + "11" * 20)
+    with pytest.raises(RpcError, match=r"answered the logs of blocks 1-2 with .*use another RPC"):
+        reader.read(1, 2)
