@@ -42,6 +42,7 @@ from unittest import mock
 
 import torch
 
+from node.learning_data import TextCompletion
 from node.policy import grpo
 from node.policy.adapters import AdapterPool, LoraSettings
 from node.policy.grpo import GRPOConfig, GRPOTrainer, ScoredGroup
@@ -76,13 +77,16 @@ def naive_chosen_token_logprobs(
     return logp.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
 
 
-def completions(tokenizer, group: int, tokens: int) -> list[str]:  # type: ignore[no-untyped-def]
-    """``group`` different texts of about ``tokens`` tokens each."""
+def completions(  # type: ignore[no-untyped-def]
+    tokenizer, group: int, tokens: int
+) -> list[TextCompletion]:
+    """``group`` different completions of about ``tokens`` tokens each, ended by a stop."""
     texts = []
     for i in range(group):
         words = [WORDS[(i + j * (i + 1)) % len(WORDS)] for j in range(tokens)]
         ids = tokenizer(" ".join(words), add_special_tokens=False)["input_ids"][: tokens - 12]
-        texts.append(tokenizer.decode(ids) + f" <answer>{80 + i}</answer>")
+        text = tokenizer.decode(ids) + f" <answer>{80 + i}</answer>"
+        texts.append(TextCompletion(text, finish_reason="stop"))
     return texts
 
 
