@@ -466,11 +466,17 @@ class EventReader:
         """One ``eth_getLogs`` as a raw JSON-RPC request, its logs parsed by ``raw_log``: web3's
         result formatters (AttributeDicts, HexBytes, per-field type checks) took as long as
         decoding the events (docs/BENCHMARKS.md, *Indexer*)."""
-        params = {"address": self.address, "fromBlock": hex(start), "toBlock": hex(end)}
-        params["topics"] = topics
+        params = {
+            "address": self.address,
+            "fromBlock": hex(start),
+            "toBlock": hex(end),
+            "topics": topics,
+        }
 
         def fetch() -> list[dict[str, Any]]:
-            answer = self.w3.provider.make_request(RPCEndpoint("eth_getLogs"), [params])
+            answer: Any = self.w3.provider.make_request(RPCEndpoint("eth_getLogs"), [params])
+            if not isinstance(answer, dict):
+                raise _malformed(self.w3, start, end, f"a {type(answer).__name__}")
             if "error" in answer:
                 error = Web3RPCError(str(answer["error"]), rpc_response=answer)
                 lowered = rpc_error_message(error).lower()
@@ -507,8 +513,8 @@ def raw_log(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _hex(value: str) -> str:
-    if not value.startswith("0x"):
+def _hex(value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith("0x"):
         raise ValueError(f"hex data without 0x: {value[:20]!r}")
     return value[2:]
 

@@ -341,7 +341,7 @@ def test_a_single_block_that_is_refused_is_an_rpc_error(chain, anvil, history) -
 class AnsweringProvider(HTTPProvider):
     """An RPC that answers every request with ``answer`` (a misbehaving endpoint)."""
 
-    def __init__(self, answer: dict) -> None:
+    def __init__(self, answer: object) -> None:
         super().__init__("http://127.0.0.1:9", exception_retry_configuration=None)
         self.answer = answer
 
@@ -352,8 +352,20 @@ class AnsweringProvider(HTTPProvider):
 @pytest.mark.parametrize(
     "result",
     [
+        "not an object",
         None,
         "0x",
+        [["0x12"]],
+        [
+            {
+                "topics": [],
+                "data": 5,
+                "blockNumber": "0x1",
+                "blockHash": "0x",
+                "transactionHash": "0x",
+                "logIndex": "0x0",
+            }
+        ],
         [{"topics": ["0x" + "00" * 32]}],  # no data, no location
         [
             {
@@ -388,7 +400,8 @@ class AnsweringProvider(HTTPProvider):
     ],
 )
 def test_a_malformed_getlogs_answer_is_one_rpc_error(result: object) -> None:
-    provider = AnsweringProvider({"jsonrpc": "2.0", "id": 1, "result": result})
+    answer = result if result == "not an object" else {"jsonrpc": "2.0", "id": 1, "result": result}
+    provider = AnsweringProvider(answer)
     reader = EventReader(Web3(provider), "0x" + "11" * 20)
     with pytest.raises(RpcError, match=r"answered the logs of blocks 1-2 with .*use another RPC"):
         reader.read(1, 2)
