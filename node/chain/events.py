@@ -26,7 +26,7 @@ from web3.exceptions import Web3RPCError
 from web3.types import RPCEndpoint
 
 from node.chain.abi import abi_type_string, load_abi, snake_case
-from node.chain.errors import RpcError
+from node.chain.errors import RpcError, RpcUnavailable
 from node.chain.models import (
     Address,
     Bytes20,
@@ -519,10 +519,12 @@ def _hex(value: Any) -> str:
     return value[2:]
 
 
-def _malformed(w3: Web3, start: int, end: int, what: str) -> RpcError:
-    return RpcError(
+def _malformed(w3: Web3, start: int, end: int, what: str) -> RpcUnavailable:
+    """Retryable, as a failed connection is: a proxy's garbage answer may pass, and a reader
+    (the indexer's included) waits it out rather than stopping for good."""
+    return RpcUnavailable(
         f"the RPC at {endpoint_of(w3)} answered the logs of blocks {start}-{end} with {what}, "
-        "not JSON-RPC logs; use another RPC"
+        "not JSON-RPC logs; if it persists, use another RPC"
     )
 
 

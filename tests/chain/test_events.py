@@ -10,7 +10,7 @@ from eth_utils import keccak
 from web3 import HTTPProvider, Web3
 
 from node.chain.abi import abi_type_string, load_abi, snake_case
-from node.chain.errors import RpcError
+from node.chain.errors import RpcError, RpcUnavailable
 from node.chain.events import (
     EVENT_TYPES,
     PROTOCOL_EVENTS,
@@ -33,6 +33,7 @@ from node.chain.events import (
     decode_log,
 )
 from node.chain.models import Address, FrozenModel, Rules, checksummed
+from node.chain.rpc import RetryPolicy
 from tests.chain.helpers import (
     ETHER,
     Ballot,
@@ -344,8 +345,10 @@ class AnsweringProvider(HTTPProvider):
     def __init__(self, answer: object) -> None:
         super().__init__("http://127.0.0.1:9", exception_retry_configuration=None)
         self.answer = answer
+        self.requests = 0
 
     def make_request(self, method, params):
+        self.requests += 1
         return self.answer
 
 
@@ -399,9 +402,11 @@ class AnsweringProvider(HTTPProvider):
         ],
     ],
 )
-def test_a_malformed_getlogs_answer_is_one_rpc_error(result: object) -> None:
+def test_a_malformed_getlogs_answer_is_retried_then_one_rpc_error(result: object) -> None:
     answer = result if result == "not an object" else {"jsonrpc": "2.0", "id": 1, "result": result}
     provider = AnsweringProvider(answer)
-    reader = EventReader(Web3(provider), "0x" + "11" * 20)
-    with pytest.raises(RpcError, match=r"answered the logs of blocks 1-2 with .*use another RPC"):
+    quick = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02)
+    reader = EventReader(Web3(provider), "0x" + "11" * 20, retry=quick)
+    with pytest.raises(RpcUnavailable, match=r"logs of blocks 1-2 with .*gave up after 3 attempts"):
         reader.read(1, 2)
+    assert provider.requests == 3  # retried, as an unreachable RPC is
