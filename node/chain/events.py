@@ -479,9 +479,10 @@ class EventReader:
                 raise _malformed(self.w3, start, end, f"a {type(answer).__name__}")
             if "error" in answer:
                 error = Web3RPCError(str(answer["error"]), rpc_response=answer)
-                lowered = rpc_error_message(error).lower()
+                message = rpc_error_message(error)
+                lowered = message.lower()
                 if "rate" not in lowered and any(m in lowered for m in _TOO_MUCH):
-                    raise _RangeTooLarge(rpc_error_message(error)) from error
+                    raise _RangeTooLarge(message) from error
                 raise error
             result = answer.get("result")
             if not isinstance(result, list):
@@ -515,7 +516,7 @@ def raw_log(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _hex(value: Any) -> str:
     if not isinstance(value, str) or not value.startswith("0x"):
-        raise ValueError(f"hex data without 0x: {value[:20]!r}")
+        raise ValueError(f"not 0x-prefixed hex: {repr(value)[:24]}")
     return value[2:]
 
 

@@ -31,6 +31,7 @@ from node.chain.events import (
     VerdictsCommitted,
     Withdrawn,
     decode_log,
+    raw_log,
 )
 from node.chain.models import Address, FrozenModel, Rules, checksummed
 from node.chain.rpc import RetryPolicy
@@ -352,58 +353,47 @@ class AnsweringProvider(HTTPProvider):
         return self.answer
 
 
+_WELL_FORMED_LOG = {
+    "topics": [],
+    "data": "0x",
+    "blockNumber": "0x1",
+    "blockHash": "0x",
+    "transactionHash": "0x",
+    "logIndex": "0x0",
+}
+
+
+def _getlogs_answer(result: object) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "result": result}
+
+
+def test_the_malformed_cases_below_differ_from_a_well_formed_log_by_one_field() -> None:
+    assert raw_log(_WELL_FORMED_LOG | {"topics": ["0x" + "ab" * 32], "logIndex": "0x1f"}) == {
+        "topics": [b"\xab" * 32],
+        "data": b"",
+        "blockNumber": 1,
+        "blockHash": b"",
+        "transactionHash": b"",
+        "logIndex": 31,
+        "removed": False,
+    }
+
+
 @pytest.mark.parametrize(
-    "result",
+    "answer",
     [
         "not an object",
-        None,
-        "0x",
-        [["0x12"]],
-        [
-            {
-                "topics": [],
-                "data": 5,
-                "blockNumber": "0x1",
-                "blockHash": "0x",
-                "transactionHash": "0x",
-                "logIndex": "0x0",
-            }
-        ],
-        [{"topics": ["0x" + "00" * 32]}],  # no data, no location
-        [
-            {
-                "topics": "0x12",
-                "data": "0x",
-                "blockNumber": "0x1",
-                "blockHash": "0x",
-                "transactionHash": "0x",
-                "logIndex": "0x0",
-            }
-        ],
-        [
-            {
-                "topics": [],
-                "data": "12",
-                "blockNumber": "0x1",
-                "blockHash": "0x",
-                "transactionHash": "0x",
-                "logIndex": "0x0",
-            }
-        ],
-        [
-            {
-                "topics": [],
-                "data": "0x",
-                "blockNumber": 1,
-                "blockHash": "0x",
-                "transactionHash": "0x",
-                "logIndex": "0x0",
-            }
-        ],
+        _getlogs_answer(None),
+        _getlogs_answer("0x"),
+        _getlogs_answer([["0x12"]]),
+        _getlogs_answer([{"topics": ["0x" + "00" * 32]}]),  # no data, no location
+        _getlogs_answer([_WELL_FORMED_LOG | {"data": 5}]),
+        _getlogs_answer([_WELL_FORMED_LOG | {"topics": "0x12"}]),
+        _getlogs_answer([_WELL_FORMED_LOG | {"data": "12"}]),
+        _getlogs_answer([_WELL_FORMED_LOG | {"blockNumber": 1}]),
     ],
 )
-def test_a_malformed_getlogs_answer_is_retried_then_one_rpc_error(result: object) -> None:
-    answer = result if result == "not an object" else {"jsonrpc": "2.0", "id": 1, "result": result}
+def test_a_malformed_getlogs_answer_is_retried_then_one_rpc_error(answer: object) -> None:
     provider = AnsweringProvider(answer)
     quick = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02)
     reader = EventReader(Web3(provider), "0x" + "11" * 20, retry=quick)
