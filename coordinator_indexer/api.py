@@ -37,7 +37,6 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BeforeValidator
-from sqlalchemy import Connection
 
 from coordinator_indexer import queries
 from coordinator_indexer.models import (
@@ -89,9 +88,9 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 Decimal = BeforeValidator(_decimal)
 
 
-def _encoded_entries(conn: Connection, ranks: list[int]) -> dict[int, bytes]:
+def _encoded_entries(peers: queries.RankedPeers, ranks: list[int]) -> dict[int, bytes]:
     """The JSON of each rank's leaderboard entry, with its deprecated names."""
-    found = queries.entries_by_rank(conn, ranks)
+    found = peers.entries(ranks)
     return {
         rank: LeaderboardEntry.model_validate(entry).model_dump_json(by_alias=True).encode()
         for rank, entry in found.items()
@@ -122,7 +121,7 @@ def create_app(
     status: Callable[[], IngestStatus] | None = None,
 ) -> FastAPI:
     """The app; ``status`` reports the in-process ingestion (None: judge by the database)."""
-    kept = queries.PerState()  # the leaderboard's sort orders and the stats, per indexed state
+    kept = queries.PerState()  # the ranked peers, their sort orders and the stats, per state
     pages = queries.PerState(most=PAGES_KEPT)  # each leaderboard page, as its JSON body
     entries = queries.PerState(most=ENTRIES_KEPT)  # each peer's leaderboard entry, as JSON
     app = FastAPI(
@@ -196,14 +195,17 @@ def create_app(
         state = store.state()
         key = queries.state_key(state)
 
-        def read() -> bytes:
+        def read_peers() -> queries.RankedPeers:
             with store.engine.connect() as conn:
-                total, ranks = queries.page_ranks(
-                    conn, sort=sort, order=chosen, limit=limit, offset=offset, kept=kept, key=key
-                )
-                encoded = entries.get_many(key, ranks, partial(_encoded_entries, conn))
+                return queries.ranked_peers(conn)
+
+        def read() -> bytes:
+            peers = kept.get(key, "ranked peers", read_peers)
+            ordered = kept.get(key, ("order", sort, chosen), partial(peers.order, sort, chosen))
+            ranks = peers.page(ordered, limit, offset)
+            encoded = entries.get_many(key, ranks, partial(_encoded_entries, peers))
             header = {
-                "total": total,
+                "total": peers.total,
                 "limit": limit,
                 "offset": offset,
                 "sort": sort,

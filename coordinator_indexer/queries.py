@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Table, case, func, select, true
@@ -69,10 +70,36 @@ class PerState:
         self._most = most
         self._key: Hashable = None
         self._kept: dict[Hashable, Any] = {}
+        self._reading: dict[Hashable, threading.Event] = {}  # questions being read, at _key
 
     def get(self, key: Hashable, question: Hashable, read: Callable[[], T]) -> T:
-        """The answer to ``question`` at ``key``: kept, or ``read()`` (never kept for None)."""
-        return self.get_many(key, [question], lambda _missing: {question: read()})[0]
+        """The answer to ``question`` at ``key``: kept, or ``read()`` (never kept for None).
+        One thread reads a missing answer while the others asking for it wait for it (a new
+        state's first requests would otherwise each sort the same column); if that read fails
+        or its state is gone, a waiting thread reads it itself."""
+        if key is None:
+            return read()
+        while True:
+            with self._lock:
+                self._switch(key)
+                if question in self._kept:
+                    return self._kept[question]
+                reading = self._reading.get(question)
+                mine = reading is None
+                if mine:
+                    reading = self._reading[question] = threading.Event()
+            if not mine:
+                reading.wait()
+                continue
+            try:
+                answer = read()
+                self._keep(key, {question: answer})
+                return answer
+            finally:
+                with self._lock:
+                    if self._reading.get(question) is reading:
+                        del self._reading[question]
+                reading.set()
 
     def get_many(
         self,
@@ -85,8 +112,7 @@ class PerState:
         found: dict[Q, T] = {}
         if key is not None:
             with self._lock:
-                if key != self._key:
-                    self._key, self._kept = key, {}
+                self._switch(key)
                 found = {q: self._kept[q] for q in questions if q in self._kept}
         missing = [q for q in questions if q not in found]
         if missing:
@@ -95,6 +121,11 @@ class PerState:
             if key is not None:
                 self._keep(key, fresh)
         return [found[q] for q in questions if q in found]
+
+    def _switch(self, key: Hashable) -> None:
+        """Drops what was kept for another state (called with the lock held)."""
+        if key != self._key:
+            self._key, self._kept, self._reading = key, {}, {}
 
     def _keep(self, key: Hashable, fresh: dict) -> None:
         with self._lock:
@@ -119,65 +150,54 @@ def leaderboard(
     order: str,
     limit: int,
     offset: int,
-    kept: PerState | None = None,
-    key: Hashable = None,
 ) -> dict:
     """One page of peers with their rank and committee duty, and the total number of peers: a
     read of the totals kept with each peer (``derive``, "Leaderboard totals"), whatever their
-    number. Ties in the sorted column keep rank order. With ``kept``, see ``page_ranks``."""
-    total, ranks = page_ranks(
-        conn, sort=sort, order=order, limit=limit, offset=offset, kept=kept, key=key
-    )
-    found = entries_by_rank(conn, ranks)
-    return {"total": total, "entries": [found[rank] for rank in ranks if rank in found]}
+    number. Ties in the sorted column keep rank order. (The server keeps what it reads per
+    indexed state: ``RankedPeers``.)"""
+    peers = ranked_peers(conn)
+    ranks = peers.page(peers.order(sort, order), limit, offset)
+    found = peers.entries(ranks)
+    return {"total": peers.total, "entries": [found[rank] for rank in ranks]}
 
 
-def page_ranks(
-    conn: Connection,
-    *,
-    sort: str,
-    order: str,
-    limit: int,
-    offset: int,
-    kept: PerState | None = None,
-    key: Hashable = None,
-) -> tuple[int, list[int]]:
-    """The number of peers, and the ranks on one page of the leaderboard in its order. With
-    ``kept``, the count and a sort's order of all peers are read once per ``key``
-    (``state_key``), so a page is a slice."""
+class RankedPeers:
+    """Every ranked peer's row, read at once, in rank order: what the leaderboard's pages of one
+    indexed state are cut from. Each sort's order is a sort of these rows in Python (no further
+    scan), and a page's entries are built from them (no read per page, so the pages of one
+    state are of one read)."""
 
-    def once(question: Hashable, read: Callable[[], T]) -> T:
-        return kept.get(key, question, read) if kept else read()
+    def __init__(self, rows: Sequence[Any]) -> None:
+        self.rows = list(rows)
+        self.total = len(self.rows)
+        self._by_rank = {int(row.rank): row for row in self.rows}
 
-    total = once("total", partial(_peer_count, conn))
-    if offset >= total:
-        return total, []
-    if sort == "rank":  # ranks are 1..total: the page is a range of them
-        if order == "asc":
-            return total, list(range(offset + 1, min(total, offset + limit) + 1))
-        return total, list(range(total - offset, max(0, total - offset - limit), -1))
-    ordered = once(("order", sort, order), partial(_ranks_in, conn, sort, order))
-    return total, ordered[offset : offset + limit]
+    def order(self, sort: str, order: str) -> list[int]:
+        """Every peer's rank in ``sort``'s ``order``, ties in rank order (the rows are in rank
+        order and Python's sort is stable, also with ``reverse``). Names compare by code point,
+        the same on every database."""
+        if sort == "rank":
+            ranks = [int(row.rank) for row in self.rows]
+            return ranks if order == "asc" else ranks[::-1]
+        if not self.rows:
+            return []
+        position = self.rows[0]._fields.index(SORTS[sort])
+        ordered = sorted(self.rows, key=itemgetter(position), reverse=order == "desc")
+        return [int(row.rank) for row in ordered]
 
+    @staticmethod
+    def page(ordered: list[int], limit: int, offset: int) -> list[int]:
+        return ordered[offset : offset + limit]
 
-def entries_by_rank(conn: Connection, ranks: list[int]) -> dict[int, dict]:
-    """The leaderboard entry of the peer at each of ``ranks`` (a rank no peer holds is left
-    out)."""
-    if not ranks:
-        return {}
-    rows = conn.execute(select(_P).where(_P.c.rank.in_(ranks)))
-    return {int(row.rank): _peer_entry(row) for row in rows}
+    def entries(self, ranks: Sequence[int]) -> dict[int, dict]:
+        """The leaderboard entry of the peer at each of ``ranks`` (one no peer holds is left
+        out)."""
+        return {rank: _peer_entry(self._by_rank[rank]) for rank in ranks if rank in self._by_rank}
 
 
-def _peer_count(conn: Connection) -> int:
-    return int(conn.execute(select(func.count()).select_from(_P)).scalar_one())
-
-
-def _ranks_in(conn: Connection, sort: str, order: str) -> list[int]:
-    """Every peer's rank, in ``sort``'s ``order`` (ties by rank)."""
-    column = _P.c[SORTS[sort]]
-    ordering = (column.desc() if order == "desc" else column.asc(), _P.c.rank)
-    return list(conn.execute(select(_P.c.rank).order_by(*ordering)).scalars())
+def ranked_peers(conn: Connection) -> RankedPeers:
+    """One read of every ranked peer's row (``RankedPeers``)."""
+    return RankedPeers(conn.execute(select(_P).where(_P.c.rank.is_not(None)).order_by(_P.c.rank)))
 
 
 def peer_rank(conn: Connection, address: str) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from functools import cmp_to_key, partial
 
@@ -375,6 +376,32 @@ def test_ties_are_broken_by_the_address_as_a_number(
     assert ranks[0] is not None and ranks[1] is not None and ranks[0] < ranks[1]
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_names_sort_by_code_point_on_every_database(
+    chain, client_for, make_indexer, request, database
+) -> None:
+    """A database's collation may put "b" before "B" (a locale's) or not (SQLite's bytes): the
+    leaderboard sorts names by code point on both, ties by rank."""
+    names = ["\u00e9mile", "b", "B", "b"]  # code point order: B, b, b, \u00e9mile
+    accounts = [Account.from_key(hashlib.sha256(f"name-{i}".encode()).digest()) for i in range(4)]
+    for i, (account, name) in enumerate(zip(accounts, names, strict=True)):
+        chain.fund(account.address, 10 * ETHER)
+        client_for(account).register(name, (2 + i) * ETHER // 2)
+    url = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    indexer = make_indexer(url)
+    indexer.sync()
+    with indexer.store.engine.connect() as conn:
+        ascending = queries.leaderboard(conn, sort="name", order="asc", limit=500, offset=0)
+        descending = queries.leaderboard(conn, sort="name", order="desc", limit=500, offset=0)
+    mine = {a.address for a in accounts}
+    up = [(e["name"], e["rank"]) for e in ascending["entries"] if e["address"] in mine]
+    down = [(e["name"], e["rank"]) for e in descending["entries"] if e["address"] in mine]
+    assert [name for name, _ in up] == ["B", "b", "b", "\u00e9mile"]
+    assert [name for name, _ in down] == ["\u00e9mile", "b", "b", "B"]
+    twins = [rank for name, rank in up if name == "b"]
+    assert twins == sorted(twins) == [rank for name, rank in down if name == "b"]  # by rank
+
+
 def test_health_reports_lag_and_openapi_is_served(served, chain) -> None:
     service, _ = served
     health = get(service, "/health").json()
@@ -513,6 +540,60 @@ def test_many_answers_kept_per_state_are_read_once_and_only_the_missing_ones() -
     assert reads == [[1, 2], [3, 99], [4], [1]]
     assert kept.get_many("s2", [2], read) == ["#2"] and reads[-1] == [2]  # a new state
     assert kept.get_many(None, [2], read) == ["#2"] and reads[-1] == [2]  # nothing indexed: read
+
+
+def test_an_answer_asked_for_at_once_by_many_threads_is_read_once() -> None:
+    """The first requests of a new state all want the same rows and orders: one thread reads
+    them while the others wait; when that read fails, a waiting thread reads it itself."""
+    kept = queries.PerState()
+    reads: list[str] = []
+    release = threading.Event()
+
+    def slow_read() -> str:
+        reads.append("read")
+        release.wait(5)
+        return "rows"
+
+    answers: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(kept.get("s1", "q", slow_read)))
+        for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: len(reads) == 1, what="the first read")
+    time.sleep(0.2)  # the other five are waiting, not reading
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert answers == ["rows"] * 6 and reads == ["read"]
+
+    failing = threading.Event()
+
+    def failing_read() -> str:
+        failing.wait(5)
+        raise RuntimeError("database gone")
+
+    errors: list[Exception] = []
+
+    def first() -> None:
+        try:
+            kept.get("s1", "r", failing_read)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    owner = threading.Thread(target=first)
+    owner.start()
+    wait_for(lambda: "r" in kept._reading, what="the failing read to start")
+    waiter_answer: list[str] = []
+    waiter = threading.Thread(target=lambda: waiter_answer.append(kept.get("s1", "r", lambda: "R")))
+    waiter.start()
+    time.sleep(0.1)
+    assert waiter_answer == []  # it waits for the read under way
+    failing.set()
+    owner.join(5)
+    waiter.join(5)
+    assert len(errors) == 1 and waiter_answer == ["R"]
 
 
 def test_a_deep_reorg_stops_serving_data_but_not_the_server(
