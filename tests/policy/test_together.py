@@ -14,9 +14,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from transformers import MistralConfig, MistralForCausalLM
+
 from node.interrupt import Interrupted, interruptible
 from node.learning_data import ScoredGroup
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.attention import GROUPED_EAGER
 from node.policy.generation import (
     GenerationRequest,
     SamplingConfig,
@@ -43,7 +46,7 @@ from node.policy.precision import (
     resolve_precision,
 )
 from node.policy.prefill import cluster_prefixes, prefill
-from node.policy.prompt_sharing import shared_prompt_hidden
+from node.policy.prompt_sharing import packs, shared_prompt_hidden
 from tests.policy.texts import stopped
 
 NAMES = ("alice", "bob", "carol")
@@ -126,33 +129,74 @@ def test_a_routing_of_the_wrong_length_is_refused(pool: AdapterPool) -> None:
 # ---------------------------------------------------------------- the GRPO pass
 
 
-def test_shared_prompt_pass_equals_full_sequences(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("attention", "packed"),
+    [("sdpa", True), ("eager", True), (GROUPED_EAGER, True), (GROUPED_EAGER, False)],
+)
+def test_shared_prompt_pass_equals_full_sequences(
+    pool: AdapterPool, tokenizer, attention, packed
+) -> None:  # type: ignore[no-untyped-def]
     groups = [
         tokenize_group(g, group_advantages(torch.tensor(g.rewards)), tokenizer, 16)
         for g in node_groups(tokenizer, 0)
     ]
     with pool.activate("alice") as model:
-        values = {}
-        for shared in (True, False):
-            model.zero_grad(set_to_none=True)
-            if shared:
-                hidden, targets = shared_prompt_hidden(model, groups, tokenizer.pad_token_id)
-            else:
-                sequences = [
-                    (g.prompt_ids + c, len(g.prompt_ids)) for g in groups for c in g.completions
-                ]
-                hidden, targets = _full_hidden(model, sequences, tokenizer.pad_token_id)
-            logits = model.get_output_embeddings()(hidden).log_softmax(-1)
-            logp = logits.gather(-1, targets[:, None]).squeeze(-1)
-            logp.sum().backward()
-            grads = {k: p.grad.clone() for k, p in pool.adapter_parameters("alice").items()}
-            values[shared] = (logp.detach(), targets, grads)
+        model.get_base_model().set_attn_implementation(attention)
+        assert packs(model, 1024)  # a group's completions share one row on its cache
+        params = pool.adapter_parameters("alice")
+        pad = tokenizer.pad_token_id
+        shared = _logprobs_and_grads(model, params, groups, pad, shared=True, packed=packed)
+        full = _logprobs_and_grads(model, params, groups, pad, shared=False)
+    _assert_same(shared, full)
+
+
+def test_a_sliding_window_model_runs_each_completion_on_its_own_row(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """A window shorter than the sequence keeps only its last keys in the cache, which a packed
+    row cannot attend (it would fail): such a model takes the copied-cache path, equal to the full
+    sequences, window included. One prompt: with several, the prefill's padding would shift the
+    window (an inexactness of sliding-window models in every prefill, not of this pass)."""
+    config = MistralConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, sliding_window=12,
+        pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = MistralForCausalLM(config)
+    groups = [
+        tokenize_group(g, group_advantages(torch.tensor(g.rewards)), tokenizer, 16)
+        for g in node_groups(tokenizer, 1)[:1]
+    ]
+    assert not packs(model, len(groups[0].prompt_ids) + 16)
+    params = dict(model.named_parameters())
+    shared = _logprobs_and_grads(model, params, groups, tokenizer.pad_token_id, shared=True)
+    full = _logprobs_and_grads(model, params, groups, tokenizer.pad_token_id, shared=False)
+    _assert_same(shared, full)
+
+
+def _logprobs_and_grads(model, params, groups, pad_id, *, shared: bool, packed: bool = True):  # type: ignore[no-untyped-def]
+    """Chosen-token log-probs of ``groups``' completions, their targets, and the gradient of
+    their sum for each of ``params``: with the prompts shared, or as full sequences."""
+    model.zero_grad(set_to_none=True)
+    if shared:
+        hidden, targets = shared_prompt_hidden(model, groups, pad_id, packed=packed)
+    else:
+        sequences = [(g.prompt_ids + c, len(g.prompt_ids)) for g in groups for c in g.completions]
+        hidden, targets = _full_hidden(model, sequences, pad_id)
+    logits = model.get_output_embeddings()(hidden).log_softmax(-1)
+    logp = logits.gather(-1, targets[:, None]).squeeze(-1)
+    logp.sum().backward()
+    grads = {k: p.grad.clone() for k, p in params.items() if p.grad is not None}
+    return logp.detach(), targets, grads
+
+
+def _assert_same(shared, full) -> None:  # type: ignore[no-untyped-def]
     (shared_logp, shared_targets, shared_grads), (full_logp, full_targets, full_grads) = (
-        values[True],
-        values[False],
+        shared,
+        full,
     )
     assert torch.equal(shared_targets, full_targets)
     assert torch.allclose(shared_logp, full_logp, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys() and full_grads
     for key, grad in full_grads.items():
         assert near(shared_grads[key], grad), key
 
