@@ -13,7 +13,11 @@ SmolLM2-135M. Measured in one run, same prompts and settings:
             completions, finished sequences dropped from the batch).
 
 Tokens are the generated ones up to and including the stop token. Prints seconds and tokens/s for
-each, and the ratios. ``--fixed-length`` ignores stop tokens so every path decodes exactly
+each, and the ratios; and the batched path's model GFLOP/s as a share of the machine's fp32 GEMM
+peak measured in the same run (``bench_experiment.gemm_peak``). Its FLOPs count the useful work
+only: 2 x decoder parameters per token run (each prompt's tokens once, a prefix shared by several
+prompts once, then every generated token) + 2 x vocabulary x hidden per generated token (the
+output layer); attention is not counted. ``--fixed-length`` ignores stop tokens so every path decodes exactly
 ``--new-tokens`` per sequence (pure decode speed, no luck in answer lengths).
 
 On a 2-core VM whose other core is busy, torch's two OpenMP threads make small ops wait for the
@@ -29,9 +33,11 @@ import time
 from collections.abc import Callable
 
 import torch
+from bench_experiment import gemm_peak
 
 from node.policy.generation import SamplingConfig, generate_from_ids
 from node.policy.model import encode_prompts, load_base, stop_token_ids
+from node.policy.prefill import cluster_prefixes
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 from node.tasks.prompts import build_messages
 
@@ -76,6 +82,18 @@ def hf_generate(
         pad_token_id=pad,
     )  # (P * G, T + L)
     return generated_tokens(out[:, width:], stops or [-1])
+
+
+def useful_flops(model, prompts: list[list[int]], generated: int) -> float:  # type: ignore[no-untyped-def]
+    """Model FLOPs of prefilling ``prompts`` (shared prefixes once) and running ``generated``
+    tokens through the decoder and the output layer."""
+    vocab, hidden = model.get_output_embeddings().weight.shape
+    decoder = sum(p.numel() for p in model.get_decoder().parameters()) - vocab * hidden
+    clusters, member_of = cluster_prefixes(prompts, [0] * len(prompts))
+    prompt = sum(length for _, length in clusters) + sum(
+        len(p) - clusters[c][1] for p, c in zip(prompts, member_of, strict=True)
+    )
+    return 2 * decoder * (prompt + generated) + 2 * vocab * hidden * generated
 
 
 def timed(label: str, work: Callable[[], int]) -> tuple[float, int]:
@@ -127,7 +145,11 @@ def main() -> None:
             hf_generate(model, tokenizer, [p], args.group, args.new_tokens, stops) for p in prompts
         )
 
-    hf_generate(model, tokenizer, prompts[:1], 2, 4, stops)  # warm up
+    hf_generate(model, tokenizer, prompts[:1], 2, 4, stops)  # warm up both paths
+    generate_from_ids(
+        model, tokenizer, prompts[:1], num_completions=2,
+        sampling=SamplingConfig(max_new_tokens=4), seed=1, stop_ids=stops,
+    )  # fmt: skip
     loop_s, loop_n = timed("loop", loop)
     if args.hf_batch:
         hf_s, hf_n = timed(
@@ -135,6 +157,10 @@ def main() -> None:
             lambda: hf_generate(model, tokenizer, prompts, args.group, args.new_tokens, stops),
         )
     ours_s, ours_n = timed("batched", ours)
+    peak = gemm_peak("float32", torch.get_num_threads())
+    rate = useful_flops(model, prompts, ours_n) / ours_s / 1e9
+    print(f"batched: {rate:.0f} GFLOP/s = {rate / peak:.0%} of the fp32 GEMM peak measured now "
+          f"({peak:.0f} GFLOP/s, 4096x576x1536)")  # fmt: skip
     print(
         f"batched / loop:     {(ours_n / ours_s) / (loop_n / loop_s):.2f}x tokens/s, "
         f"{loop_s / ours_s:.2f}x less time"

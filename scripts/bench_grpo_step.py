@@ -1,12 +1,14 @@
 #!/usr/bin/env python
-"""One GRPO step's time and peak memory: chunked log-probs against the naive full log_softmax.
+"""One GRPO step's time and peak memory: chunked log-probs against checkpointed and naive ones.
 
 The workload: the shipped SmolLM2-135M with a LoRA adapter (r 16, alpha 32, attention
 projections), one group of G=8 completions of ~100 tokens after a ~60-token chat prompt (8 x ~160
-tokens), one micro-batch, one iteration, no KL. Two variants of the same ``GRPOTrainer.step``:
+tokens), one micro-batch, one iteration, no KL. Three variants of the same ``GRPOTrainer.step``:
 
 - chunked: ``node.policy.grpo.chosen_token_logprobs`` (logits ``--chunk-tokens`` rows at a time,
-           each chunk recomputed in backward);
+           each chunk's logits recomputed in backward, ``grpo._ChunkLogprobs``);
+- checkpointed: the same chunks, each recomputed whole in backward by activation checkpointing
+           (the way before ``grpo._ChunkLogprobs``; replaced where the step calls it, as below);
 - naive:   the completion positions' full (N, V) logits at once, ``log_softmax`` over all of
            them, then a gather (``grpo.chosen_token_logprobs`` replaced where the step calls it).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import functools
 import json
 import resource
 import statistics
@@ -41,6 +44,7 @@ from collections.abc import Callable
 from unittest import mock
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from node.learning_data import TextCompletion
 from node.policy import grpo
@@ -48,7 +52,7 @@ from node.policy.adapters import AdapterPool, LoraSettings
 from node.policy.grpo import GRPOConfig, GRPOTrainer, ScoredGroup
 from node.policy.model import load_base
 
-VARIANTS = ("chunked", "naive")
+VARIANTS = ("chunked", "checkpointed", "naive")
 PROMPT = [
     {
         "role": "user",
@@ -59,7 +63,7 @@ PROMPT = [
 WORDS = "first add the tens then the ones so the total is carry one and check again".split()
 
 
-NAIVE_CALLS = [0]  # how often the naive variant ran: the benchmark refuses to report without
+CALLS = {"naive": 0, "checkpointed": 0}  # a replaced variant that never ran is refused
 
 
 def naive_chosen_token_logprobs(
@@ -72,9 +76,35 @@ def naive_chosen_token_logprobs(
 ) -> torch.Tensor:
     """The textbook way: every completion position's full-vocabulary logits at once, their
     log-softmax, then a gather (no chunks, nothing recomputed in the backward pass)."""
-    NAIVE_CALLS[0] += 1
+    CALLS["naive"] += 1
     logp = torch.log_softmax(lm_head(hidden).float() / temperature, dim=-1)  # (N, V)
     return logp.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
+
+
+def checkpointed_chosen_token_logprobs(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    lm_head: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    chunk_tokens: int,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """The chunks as before ``grpo._ChunkLogprobs``: each chunk's whole forward recomputed in
+    the backward pass by activation checkpointing (what a head that trains still takes)."""
+    CALLS["checkpointed"] += 1
+    fn = functools.partial(grpo._chunk_logprobs, lm_head=lm_head, temperature=temperature)
+    chunks = [
+        checkpoint(fn, hidden[i : i + chunk_tokens], targets[i : i + chunk_tokens],
+                   use_reentrant=False)
+        for i in range(0, hidden.shape[0], chunk_tokens)
+    ]  # fmt: skip
+    return torch.cat(chunks)
+
+
+REPLACEMENTS = {
+    "naive": naive_chosen_token_logprobs,
+    "checkpointed": checkpointed_chosen_token_logprobs,
+}
 
 
 def completions(  # type: ignore[no-untyped-def]
@@ -167,8 +197,8 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, float]:
     sampler = HeapPeak(read_heap) if read_heap else contextlib.nullcontext()
     patch = (
         # what the training step calls (grpo._Forward), so that the variants differ in fact
-        mock.patch.object(grpo, "chosen_token_logprobs", naive_chosen_token_logprobs)
-        if variant == "naive"
+        mock.patch.object(grpo, "chosen_token_logprobs", REPLACEMENTS[variant])
+        if variant in REPLACEMENTS
         else contextlib.nullcontext()
     )
     seconds = []
@@ -180,7 +210,7 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, float]:
             seconds.append(time.perf_counter() - started)
         with sampler:  # one more step, watched (the sampling thread would skew the timings)
             trainer.step(groups)
-    if (variant == "naive") != (NAIVE_CALLS[0] > 0):
+    if any((variant == name) != (calls > 0) for name, calls in CALLS.items()):
         raise SystemExit(f"the {variant} variant ran the wrong log-probs: nothing to compare")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     return {
@@ -236,19 +266,23 @@ def main() -> None:
     )
     for variant, r in results.items():
         print(
-            f"{variant:8s} step {r['seconds']:6.2f} s   peak RSS {gib(r['peak_rss'])}   "
+            f"{variant:12s} step {r['seconds']:6.2f} s   peak RSS {gib(r['peak_rss'])}   "
             f"RSS before the steps {gib(r['rss_before'])}   "
             f"added by the steps {gib(r['peak_rss'] - r['rss_before'])}   "
             f"peak heap added {gib(r['heap_added'])}   "
             f"loss {r['loss']:+.3e}   grad norm {r['grad_norm']:.6f}"
         )
-    naive, chunked = results["naive"], results["chunked"]
-    print(
-        f"naive / chunked: time x{naive['seconds'] / chunked['seconds']:.2f}, "
-        f"peak RSS x{naive['peak_rss'] / chunked['peak_rss']:.2f}, "
-        f"RSS added x{(naive['peak_rss'] - naive['rss_before']) / (chunked['peak_rss'] - chunked['rss_before']):.2f}, "
-        f"heap added x{naive['heap_added'] / chunked['heap_added']:.2f}"
-    )
+    chunked = results["chunked"]
+    for name in ("checkpointed", "naive"):
+        other = results[name]
+        added = (other["peak_rss"] - other["rss_before"]) / (
+            chunked["peak_rss"] - chunked["rss_before"]
+        )
+        print(
+            f"{name} / chunked: time x{other['seconds'] / chunked['seconds']:.2f}, "
+            f"peak RSS x{other['peak_rss'] / chunked['peak_rss']:.2f}, RSS added x{added:.2f}, "
+            f"heap added x{other['heap_added'] / chunked['heap_added']:.2f}"
+        )
 
 
 if __name__ == "__main__":

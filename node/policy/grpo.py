@@ -64,8 +64,9 @@ The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
   peers' completions trained on, the Kish ESS of the peers' token weights and the groups dropped.
 
 Log-probs of the chosen tokens are computed from the last hidden states in chunks of rows
-(``logsumexp`` minus the chosen logit), each chunk recomputed in the backward pass, so the
-full-vocabulary logits of the batch never exist at once. This assumes the logits are the output
+(``logsumexp`` minus the chosen logit), each chunk's logits recomputed in the backward pass
+from its hidden states and log-normalisers (``_ChunkLogprobs``), so the full-vocabulary logits of
+the batch never exist at once. This assumes the logits are the output
 layer applied to the last hidden state, as in Llama, Qwen, Mistral and SmolLM; models that
 soft-cap or rescale logits (Gemma 2+, Cohere) are refused.
 """
@@ -313,6 +314,58 @@ def _chunk_logprobs(
     return chosen - logits.logsumexp(-1)  # (n,)
 
 
+class _ChunkLogprobs(torch.autograd.Function):
+    """``_chunk_logprobs`` for a frozen ``lm_head``, keeping only the chunk's hidden states and
+    log-normalisers: the backward recomputes the logits and turns them into the softmax with
+    one subtraction and one exp, where recomputing the whole forward under autograd (activation
+    checkpointing) also took the max, the sum and the log again, and its gradient a zeroed
+    (n, V) tensor for the gather and another to add it to. Runs under the forward's autocast."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        hidden: Tensor,
+        targets: Tensor,
+        lm_head: Callable[[Tensor], Tensor],
+        temperature: float,
+    ) -> Tensor:
+        logits = lm_head(hidden).float()  # (n, V)
+        if temperature != 1.0:
+            logits = logits / temperature
+        normaliser = logits.logsumexp(-1)  # (n,)
+        ctx.save_for_backward(hidden, targets, normaliser)
+        ctx.lm_head, ctx.temperature = lm_head, temperature  # type: ignore[attr-defined]
+        return logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser  # (n,)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: Tensor
+    ) -> tuple[Tensor, None, None, None]:
+        hidden, targets, normaliser = ctx.saved_tensors  # type: ignore[attr-defined]
+        lm_head, temperature = ctx.lm_head, ctx.temperature  # type: ignore[attr-defined]
+        with torch.enable_grad():
+            inputs = hidden.detach().requires_grad_(True)
+            logits = lm_head(inputs)  # (n, V)
+        # d/dz_j of (z_t - logsumexp z), z = logits / T: ([j = t] - softmax_j) / T
+        scaled = logits.detach().float()
+        if temperature != 1.0:
+            scaled = scaled / temperature
+        weight = (grad / temperature)[:, None]  # (n, 1)
+        softmax_grad = torch.sub(scaled, normaliser[:, None]).exp_().mul_(-weight)
+        softmax_grad.scatter_add_(-1, targets[:, None], weight)
+        (hidden_grad,) = torch.autograd.grad(logits, inputs, softmax_grad.to(logits.dtype))
+        return hidden_grad, None, None, None
+
+
+def _frozen(lm_head: Callable[[Tensor], Tensor]) -> bool:
+    """Whether ``lm_head`` has no weight to train (a function, or a module without one)."""
+    return not isinstance(lm_head, nn.Module) or not any(
+        p.requires_grad for p in lm_head.parameters()
+    )
+
+
 def chosen_token_logprobs(
     hidden: Tensor,
     targets: Tensor,
@@ -323,16 +376,20 @@ def chosen_token_logprobs(
 ) -> Tensor:
     """``log softmax(lm_head(hidden) / T)[targets]`` for (N, H) rows, ``chunk_tokens`` rows at a time.
 
-    With gradients on, each chunk is recomputed in the backward pass (activation checkpointing), so
-    at most one chunk of (chunk_tokens, V) logits is alive at any time.
+    With gradients on, each chunk's logits are recomputed in the backward pass (by
+    ``_ChunkLogprobs`` for a frozen head, by activation checkpointing for one that trains), so at
+    most one chunk of (chunk_tokens, V) logits is alive at any time.
     """
     fn = functools.partial(_chunk_logprobs, lm_head=lm_head, temperature=temperature)
     out = []
     for start in range(0, hidden.shape[0], chunk_tokens):
         h, t = hidden[start : start + chunk_tokens], targets[start : start + chunk_tokens]
-        out.append(
-            checkpoint(fn, h, t, use_reentrant=False) if torch.is_grad_enabled() else fn(h, t)
-        )
+        if not torch.is_grad_enabled():
+            out.append(fn(h, t))
+        elif _frozen(lm_head):
+            out.append(_ChunkLogprobs.apply(h, t, lm_head, temperature))
+        else:  # a head that trains: its weight's gradient comes from autograd
+            out.append(checkpoint(fn, h, t, use_reentrant=False))
     return torch.cat(out) if out else hidden.new_zeros(0, dtype=torch.float32)  # (N,)
 
 

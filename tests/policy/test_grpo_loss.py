@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch.utils.checkpoint import checkpoint
+
 from node.learning_data import TextCompletion  # noqa: E402
 from node.policy.grpo import (  # noqa: E402
     GRPOConfig,
     ScoredGroup,
     TokenizedCompletion,
+    _chunk_logprobs,
     chosen_token_logprobs,
     clipped_surrogate,
     collate,
@@ -128,25 +132,51 @@ def test_k3_is_never_negative() -> None:
 
 @pytest.mark.parametrize("chunk_tokens", [1, 5, 37, 100])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_chunked_logprobs_equal_the_naive_gather(chunk_tokens: int, temperature: float) -> None:
+@pytest.mark.parametrize("frozen_head", [True, False])
+def test_chunked_logprobs_equal_the_naive_gather(
+    chunk_tokens: int, temperature: float, frozen_head: bool
+) -> None:
+    """A frozen head (the node's) takes the recomputing autograd function, a head that trains
+    activation checkpointing; both give the naive values and gradients."""
     gen = torch.Generator().manual_seed(0)
-    lm_head = torch.nn.Linear(16, 100, bias=False)
+    lm_head = torch.nn.Linear(16, 100, bias=False).requires_grad_(not frozen_head)
     with torch.no_grad():
         lm_head.weight.copy_(torch.randn(100, 16, generator=gen))
     hidden = torch.randn(37, 16, generator=gen, requires_grad=True)  # (N, H)
     targets = torch.randint(0, 100, (37,), generator=gen)  # (N,)
+    weights = torch.randn(37, generator=gen)  # an upstream gradient that is not all ones
+    inputs = [hidden] if frozen_head else [hidden, lm_head.weight]
 
     naive = torch.log_softmax(lm_head(hidden) / temperature, -1).gather(-1, targets[:, None])
     naive = naive.squeeze(-1)  # (N,)
-    naive_grads = torch.autograd.grad(naive.sum(), [hidden, lm_head.weight])
+    naive_grads = torch.autograd.grad((naive * weights).sum(), inputs)
 
     chunked = chosen_token_logprobs(
         hidden, targets, lm_head, chunk_tokens=chunk_tokens, temperature=temperature
     )
-    chunked_grads = torch.autograd.grad(chunked.sum(), [hidden, lm_head.weight])
+    chunked_grads = torch.autograd.grad((chunked * weights).sum(), inputs)
     assert torch.allclose(chunked, naive, atol=1e-5)
     for got, want in zip(chunked_grads, naive_grads, strict=True):
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_the_frozen_head_s_gradient_under_bf16_autocast_is_checkpointing_s() -> None:
+    """Under autocast the backward recomputes the logits as the forward made them (bf16), as
+    checkpointing does."""
+    gen = torch.Generator().manual_seed(1)
+    lm_head = torch.nn.Linear(32, 300, bias=False).requires_grad_(False)
+    with torch.no_grad():
+        lm_head.weight.copy_(torch.randn(300, 32, generator=gen))
+    hidden = torch.randn(50, 32, generator=gen, requires_grad=True)
+    targets = torch.randint(0, 300, (50,), generator=gen)
+    fn = functools.partial(_chunk_logprobs, lm_head=lm_head, temperature=1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = checkpoint(fn, hidden, targets, use_reentrant=False)
+        got = chosen_token_logprobs(hidden, targets, lm_head, chunk_tokens=64)
+    (want_grad,) = torch.autograd.grad(want.sum(), hidden)
+    (got_grad,) = torch.autograd.grad(got.sum(), hidden)
+    assert torch.equal(got, want)
+    assert torch.allclose(got_grad, want_grad, rtol=1e-3, atol=1e-5)
 
 
 def test_chunked_logprobs_without_gradients() -> None:
