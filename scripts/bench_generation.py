@@ -17,8 +17,8 @@ each, and the ratios; and the batched path's model GFLOP/s as a share of the mac
 peak measured in the same run (``bench_experiment.gemm_peak``). Its FLOPs count the useful work
 only: 2 x decoder parameters per token run (each prompt's tokens once, a prefix shared by several
 prompts once, then every generated token) + 2 x vocabulary x hidden per generated token (the
-output layer); attention is not counted. ``--fixed-length`` ignores stop tokens so every path decodes exactly
-``--new-tokens`` per sequence (pure decode speed, no luck in answer lengths).
+output layer); attention is not counted. ``--fixed-length`` ignores stop tokens so every path
+decodes exactly ``--new-tokens`` per sequence (pure decode speed, no luck in answer lengths).
 
 On a 2-core VM whose other core is busy, torch's two OpenMP threads make small ops wait for the
 scheduler (~8 ms each): pass ``--threads 1`` (or set ``OMP_PROC_BIND=true``) there.
