@@ -8,6 +8,7 @@ own tolerance tests at the end).
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -146,6 +147,29 @@ def test_shared_prompt_pass_equals_full_sequences(
         params = pool.adapter_parameters("alice")
         pad = tokenizer.pad_token_id
         shared = _logprobs_and_grads(model, params, groups, pad, shared=True, packed=packed)
+        full = _logprobs_and_grads(model, params, groups, pad, shared=False)
+    _assert_same(shared, full)
+
+
+def test_groups_of_different_sizes_leave_empty_slots_that_change_nothing(
+    pool: AdapterPool, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    """A packed row has as many slots as the largest group: the others' spare slots are empty."""
+    groups = [
+        dataclasses.replace(g, completions=g.completions[:k], advantages=g.advantages[:k])
+        for g, k in zip(
+            [
+                tokenize_group(g, group_advantages(torch.tensor(g.rewards)), tokenizer, 16)
+                for g in node_groups(tokenizer, 2)
+            ],
+            [1, 3, 4, 2],
+            strict=True,
+        )
+    ]
+    with pool.activate("bob") as model:
+        params = pool.adapter_parameters("bob")
+        pad = tokenizer.pad_token_id
+        shared = _logprobs_and_grads(model, params, groups, pad, shared=True)
         full = _logprobs_and_grads(model, params, groups, pad, shared=False)
     _assert_same(shared, full)
 
