@@ -3,9 +3,12 @@
 Every task prompt of a preset entry starts with the same system message and worked examples
 (~120 of ~140 tokens for the shipped presets); only the question differs. ``prefill`` clusters a
 batch's prompts by common prefix (per adapter: a prefix's keys and values depend on the adapter
-that computed them), runs each cluster's prefix once (one left-padded row per cluster), repeats
-its key/value cache to the cluster's prompts, and runs only their remaining tokens on top
-(right-padded, positions continuing the prefix's). The result equals a plain prefill within
+that computed them), runs each cluster's prefix once, repeats its key/value cache to the
+cluster's prompts, and runs only their remaining tokens on top (right-padded, positions
+continuing the prefix's). The clusters' prefixes are themselves prefilled the same way where they
+share a prefix of their own (the system message before different entries' worked examples), so
+a tree of prompts runs each of its shared parts once; other prefixes run as one left-padded row
+each. The result equals a plain prefill within
 float rounding (a test checks it): the cache, the last hidden state of each prompt, its mask and
 its next position, ready for decoding (generation) or for the completions' pass (GRPO). With
 gradients on, the gradient flows back through the cache into every level.
@@ -39,10 +42,13 @@ class Prefilled:
 
 
 def cluster_prefixes(
-    prompts: Sequence[Sequence[int]], owners: Sequence[int]
+    prompts: Sequence[Sequence[int]],
+    owners: Sequence[int],
+    join_fraction: float = JOIN_FRACTION,
 ) -> tuple[list[tuple[int, int]], list[int]]:
     """Clusters of prompts of one owner sharing a prefix: each cluster's (a member, prefix
-    length), and each prompt's cluster. A prefix leaves every member at least one token."""
+    length), and each prompt's cluster. A prefix leaves every member at least one token; a
+    prompt joins a cluster if it shares ``join_fraction`` of its prefix so far."""
     clusters: list[tuple[int, int]] = []
     member_of = [0] * len(prompts)
     for owner in sorted(set(owners)):
@@ -53,7 +59,7 @@ def cluster_prefixes(
             if previous is not None:
                 shared = _common_length(prompts[previous], prompts[i])
                 first, length = clusters[-1]
-                if shared >= MIN_SHARED_TOKENS and shared >= JOIN_FRACTION * length:
+                if shared >= MIN_SHARED_TOKENS and shared >= join_fraction * length:
                     clusters[-1] = (first, min(length, shared, limit))
                     member_of[i] = len(clusters) - 1
                     previous = i
@@ -71,6 +77,7 @@ def prefill(
     cache: DynamicCache,
     routing: RowAdapters | None = None,
     owners: Sequence[int] | None = None,
+    join_fraction: float = JOIN_FRACTION,
 ) -> Prefilled:
     """Runs ``prompts`` into ``cache``; with ``routing``, prompt i goes through its routed
     adapter (``routing.names[i]``), and ``owners`` (default: the adapters) tells which prompts
@@ -80,22 +87,15 @@ def prefill(
     if owners is None:
         index = {name: k for k, name in enumerate(dict.fromkeys(names))}
         owners = [index[name] for name in names]
-    clusters, member_of = cluster_prefixes(prompts, owners)
+    clusters, member_of = cluster_prefixes(prompts, owners, join_fraction)
     decoder = model.get_decoder()
 
-    # -- level 0: each cluster's prefix once, left-padded
+    # -- level 0: each cluster's prefix once, on what the prefixes share in turn, or left-padded
     heads = [list(prompts[first][:length]) for first, length in clusters]
-    ids, mask = _left_padded(heads, pad_id, device)  # (C, T0)
-    if ids.shape[1]:  # all prompts of one token: nothing to share
-        if routing is not None:
-            routing.set([names[first] for first, _ in clusters])
-        decoder(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-            cache=cache,
-            use_cache=True,
-        )
+    mask = _run_heads(
+        model, heads, [names[first] for first, _ in clusters],
+        [owners[first] for first, _ in clusters], pad_id, cache, routing,
+    )  # fmt: skip
 
     # -- level 1: every prompt's rest on its cluster's cache, right-padded
     parent = torch.tensor(member_of, dtype=torch.long, device=device)  # (P,)
@@ -118,6 +118,40 @@ def prefill(
     final = hidden[torch.arange(len(tails), device=device), last]  # (P, H)
     lengths = start + tail_mask.sum(-1)  # (P,)
     return Prefilled(cache=cache, hidden=final, mask=full_mask, next_position=lengths)
+
+
+def _run_heads(
+    model: PreTrainedModel,
+    heads: list[list[int]],
+    names: list[str | None],
+    owners: list[int],
+    pad_id: int,
+    cache: DynamicCache,
+    routing: RowAdapters | None,
+) -> torch.Tensor:
+    """Runs the clusters' prefixes into ``cache`` and returns their mask (C, T0). Prefixes that
+    share a prefix of their own (an entry's worked examples after a system message every entry
+    has) are prefilled with it shared, any share being worth it at this level, so a prompt tree
+    runs each of its nodes once; the others run left-padded."""
+    device = next(model.parameters()).device
+    if len(heads) > 1 and min(len(h) for h in heads) > MIN_SHARED_TOKENS:
+        shared, _ = cluster_prefixes(heads, owners, join_fraction=0.0)
+        if len(shared) < len(heads):
+            if routing is not None:
+                routing.set(names)
+            return prefill(model, heads, pad_id, cache, routing, owners, join_fraction=0.0).mask
+    ids, mask = _left_padded(heads, pad_id, device)  # (C, T0)
+    if ids.shape[1]:  # all prompts of one token: nothing to share
+        if routing is not None:
+            routing.set(names)
+        model.get_decoder()(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            cache=cache,
+            use_cache=True,
+        )
+    return mask
 
 
 def right_padded(

@@ -348,6 +348,33 @@ def test_prefill_with_shared_prefixes_equals_a_plain_forward(pool: AdapterPool, 
             assert int(start.next_position[row]) == len(prompt)
 
 
+def test_prompts_that_form_a_tree_run_each_shared_part_once(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """A system line every prompt has, then two blocks of examples, then the questions: the
+    blocks share the system line in their own pass (3 decoder passes, not 2), and the result is
+    a plain forward's."""
+    system = encode_prompts(tokenizer, [conversation(QUESTIONS[0])])[0][:40]
+    blocks = [list(range(1000, 1060)), list(range(2000, 2070))]
+    prompts = [system + blocks[i // 2] + [3000 + i, 3100 + i] for i in range(4)]
+    calls = []
+    decoder = pool.model.get_decoder()
+    hook = decoder.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(1), with_kwargs=True
+    )
+    try:
+        with torch.no_grad(), pool.rows(["carol"] * 4) as routing:
+            cache = preallocated_cache(pool.model, 200)
+            start = prefill(pool.model, prompts, tokenizer.pad_token_id, cache, routing)
+    finally:
+        hook.remove()
+    assert len(calls) == 3  # the system line, the blocks on it, the questions on them
+    with torch.no_grad(), pool.activate("carol") as model:
+        for row, prompt in enumerate(prompts):
+            alone = model(input_ids=torch.tensor([prompt])).logits[0, -1]
+            logits = model.get_output_embeddings()(start.hidden[row])
+            assert torch.allclose(logits, alone, atol=1e-4), row
+            assert int(start.next_position[row]) == len(prompt)
+
+
 def test_generation_together_samples_what_each_node_samples_alone(
     pool: AdapterPool, tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
