@@ -8,10 +8,10 @@ cluster's prompts, and runs only their remaining tokens on top (right-padded, po
 continuing the prefix's). The clusters' prefixes are themselves prefilled the same way where they
 share a prefix of their own (the system message before different entries' worked examples), so
 a tree of prompts runs each of its shared parts once; other prefixes run as one left-padded row
-each. The result equals a plain prefill within
-float rounding (a test checks it): the cache, the last hidden state of each prompt, its mask and
-its next position, ready for decoding (generation) or for the completions' pass (GRPO). With
-gradients on, the gradient flows back through the cache into every level.
+each. The result equals a plain prefill within float rounding (tests check it): the cache, the
+last hidden state of each prompt, its mask and its next position, ready for decoding
+(generation) or for the completions' pass (GRPO). With gradients on, the gradient flows back
+through the cache into every level.
 """
 
 from __future__ import annotations
