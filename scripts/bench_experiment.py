@@ -148,17 +148,13 @@ def training_share_of_peak(args: argparse.Namespace, peak: dict[str, float]) -> 
 
 
 def _model_flops(model, groups) -> float:  # type: ignore[no-untyped-def]
-    from node.policy.prefill import cluster_prefixes
+    from node.policy.prefill import tokens_run
 
     vocab, hidden = model.get_output_embeddings().weight.shape
     decoder = sum(p.numel() for p in model.get_decoder().parameters()) - vocab * hidden
     prompts = [list(g.prompt) for node in groups for g in node]
     owners = [k for k, node in enumerate(groups) for _ in node]
-    clusters, member_of = cluster_prefixes(prompts, owners)
-    # each shared prefix runs once, then every prompt's rest on top of it
-    prompt = sum(length for _, length in clusters) + sum(
-        len(p) - clusters[c][1] for p, c in zip(prompts, member_of, strict=True)
-    )
+    prompt = tokens_run(prompts, owners)  # each shared part of the prompts once
     answers = sum(len(c.token_ids) for node in groups for g in node for c in g.completions)
     # forward 2 + input gradients 2 per weight and token: the base is frozen, so no weight
     # gradients (the rank-16 LoRA products are not counted, nor is attention)

@@ -37,7 +37,7 @@ from bench_experiment import gemm_peak
 
 from node.policy.generation import SamplingConfig, generate_from_ids
 from node.policy.model import encode_prompts, load_base, stop_token_ids
-from node.policy.prefill import cluster_prefixes
+from node.policy.prefill import tokens_run
 from node.tasks import DEFAULT_PRESET_NAME, derive_tasks, get_preset
 from node.tasks.prompts import build_messages
 
@@ -89,10 +89,7 @@ def useful_flops(model, prompts: list[list[int]], generated: int) -> float:  # t
     tokens through the decoder and the output layer."""
     vocab, hidden = model.get_output_embeddings().weight.shape
     decoder = sum(p.numel() for p in model.get_decoder().parameters()) - vocab * hidden
-    clusters, member_of = cluster_prefixes(prompts, [0] * len(prompts))
-    prompt = sum(length for _, length in clusters) + sum(
-        len(p) - clusters[c][1] for p, c in zip(prompts, member_of, strict=True)
-    )
+    prompt = tokens_run(prompts, [0] * len(prompts))
     return 2 * decoder * (prompt + generated) + 2 * vocab * hidden * generated
 
 

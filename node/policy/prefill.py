@@ -134,12 +134,10 @@ def _run_heads(
     has) are prefilled with it shared, any share being worth it at this level, so a prompt tree
     runs each of its nodes once; the others run left-padded."""
     device = next(model.parameters()).device
-    if len(heads) > 1 and min(len(h) for h in heads) > MIN_SHARED_TOKENS:
-        shared, _ = cluster_prefixes(heads, owners, join_fraction=0.0)
-        if len(shared) < len(heads):
-            if routing is not None:
-                routing.set(names)
-            return prefill(model, heads, pad_id, cache, routing, owners, join_fraction=0.0).mask
+    if _heads_share(heads, owners):
+        if routing is not None:
+            routing.set(names)
+        return prefill(model, heads, pad_id, cache, routing, owners, join_fraction=0.0).mask
     ids, mask = _left_padded(heads, pad_id, device)  # (C, T0)
     if ids.shape[1]:  # all prompts of one token: nothing to share
         if routing is not None:
@@ -152,6 +150,27 @@ def _run_heads(
             use_cache=True,
         )
     return mask
+
+
+def _heads_share(heads: Sequence[Sequence[int]], owners: Sequence[int]) -> bool:
+    """Whether clusters' prefixes share prefixes of their own worth a pass (``_run_heads``)."""
+    if len(heads) < 2 or min(len(h) for h in heads) <= MIN_SHARED_TOKENS:
+        return False
+    return len(cluster_prefixes(heads, owners, join_fraction=0.0)[0]) < len(heads)
+
+
+def tokens_run(
+    prompts: Sequence[Sequence[int]], owners: Sequence[int], join_fraction: float = JOIN_FRACTION
+) -> int:
+    """How many prompt tokens ``prefill`` runs for ``prompts`` (padding not counted): each
+    shared part once. For benchmarks' FLOP counts."""
+    clusters, member_of = cluster_prefixes(prompts, owners, join_fraction)
+    heads = [prompts[first][:length] for first, length in clusters]
+    head_owners = [owners[first] for first, _ in clusters]
+    tails = sum(len(p) - clusters[c][1] for p, c in zip(prompts, member_of, strict=True))
+    if _heads_share(heads, head_owners):
+        return tails + tokens_run(heads, head_owners, join_fraction=0.0)
+    return tails + sum(len(h) for h in heads)
 
 
 def right_padded(

@@ -46,7 +46,7 @@ from node.policy.precision import (
     native_bf16_flag,
     resolve_precision,
 )
-from node.policy.prefill import cluster_prefixes, prefill
+from node.policy.prefill import cluster_prefixes, prefill, tokens_run
 from node.policy.prompt_sharing import packs, shared_prompt_hidden
 from tests.policy.texts import stopped
 
@@ -367,6 +367,7 @@ def test_prompts_that_form_a_tree_run_each_shared_part_once(pool: AdapterPool, t
     finally:
         hook.remove()
     assert len(calls) == 3  # the system line, the blocks on it, the questions on them
+    assert tokens_run(prompts, [0] * 4) == 40 + 60 + 70 + 4 * 2  # each shared part once
     with torch.no_grad(), pool.activate("carol") as model:
         for row, prompt in enumerate(prompts):
             alone = model(input_ids=torch.tensor([prompt])).logits[0, -1]
