@@ -8,7 +8,8 @@ tokens), one micro-batch, one iteration, no KL. Three variants of the same ``GRP
 - chunked: ``node.policy.grpo.chosen_token_logprobs`` (logits ``--chunk-tokens`` rows at a time,
            each chunk's logits recomputed in backward, ``grpo._ChunkLogprobs``);
 - checkpointed: the same chunks, each recomputed whole in backward by activation checkpointing
-           (the way before ``grpo._ChunkLogprobs``; replaced where the step calls it, as below);
+           (the way before ``grpo._ChunkLogprobs``, still taken by a head that trains:
+           ``grpo._frozen`` replaced so that every head counts as one);
 - naive:   the completion positions' full (N, V) logits at once, ``log_softmax`` over all of
            them, then a gather (``grpo.chosen_token_logprobs`` replaced where the step calls it).
 
@@ -32,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import functools
 import json
 import resource
 import statistics
@@ -44,7 +44,6 @@ from collections.abc import Callable
 from unittest import mock
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 from node.learning_data import TextCompletion
 from node.policy import grpo
@@ -81,29 +80,17 @@ def naive_chosen_token_logprobs(
     return logp.gather(-1, targets[:, None]).squeeze(-1)  # (N,)
 
 
-def checkpointed_chosen_token_logprobs(
-    hidden: torch.Tensor,
-    targets: torch.Tensor,
-    lm_head: Callable[[torch.Tensor], torch.Tensor],
-    *,
-    chunk_tokens: int,
-    temperature: float = 1.0,
-) -> torch.Tensor:
-    """The chunks as before ``grpo._ChunkLogprobs``: each chunk's whole forward recomputed in
-    the backward pass by activation checkpointing (what a head that trains still takes)."""
+def never_frozen(lm_head: Callable[[torch.Tensor], torch.Tensor]) -> bool:
+    """In place of ``grpo._frozen``: every head counts as one that trains, so the step's own
+    ``chosen_token_logprobs`` recomputes each chunk whole by activation checkpointing."""
     CALLS["checkpointed"] += 1
-    fn = functools.partial(grpo._chunk_logprobs, lm_head=lm_head, temperature=temperature)
-    chunks = [
-        checkpoint(fn, hidden[i : i + chunk_tokens], targets[i : i + chunk_tokens],
-                   use_reentrant=False)
-        for i in range(0, hidden.shape[0], chunk_tokens)
-    ]  # fmt: skip
-    return torch.cat(chunks)
+    return False
 
 
+#: variant -> (what the training step calls in ``grpo``, and what replaces it)
 REPLACEMENTS = {
-    "naive": naive_chosen_token_logprobs,
-    "checkpointed": checkpointed_chosen_token_logprobs,
+    "naive": ("chosen_token_logprobs", naive_chosen_token_logprobs),
+    "checkpointed": ("_frozen", never_frozen),
 }
 
 
@@ -197,7 +184,7 @@ def measure(variant: str, args: argparse.Namespace) -> dict[str, float]:
     sampler = HeapPeak(read_heap) if read_heap else contextlib.nullcontext()
     patch = (
         # what the training step calls (grpo._Forward), so that the variants differ in fact
-        mock.patch.object(grpo, "chosen_token_logprobs", REPLACEMENTS[variant])
+        mock.patch.object(grpo, *REPLACEMENTS[variant])
         if variant in REPLACEMENTS
         else contextlib.nullcontext()
     )

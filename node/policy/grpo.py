@@ -307,11 +307,18 @@ def collate(
 def _chunk_logprobs(
     hidden: Tensor, targets: Tensor, *, lm_head: Callable[[Tensor], Tensor], temperature: float
 ) -> Tensor:
+    chosen, normaliser = _chosen_and_normaliser(hidden, targets, lm_head, temperature)
+    return chosen - normaliser  # (n,)
+
+
+def _chosen_and_normaliser(
+    hidden: Tensor, targets: Tensor, lm_head: Callable[[Tensor], Tensor], temperature: float
+) -> tuple[Tensor, Tensor]:
+    """The chosen tokens' logits (n,) and ``logsumexp`` of all (n,), divided by ``temperature``."""
     logits = lm_head(hidden).float()  # (n, V)
     if temperature != 1.0:  # dividing by 1 would only copy the logits
         logits = logits / temperature
-    chosen = logits.gather(-1, targets[:, None]).squeeze(-1)  # (n,)
-    return chosen - logits.logsumexp(-1)  # (n,)
+    return logits.gather(-1, targets[:, None]).squeeze(-1), logits.logsumexp(-1)
 
 
 class _ChunkLogprobs(torch.autograd.Function):
@@ -330,13 +337,10 @@ class _ChunkLogprobs(torch.autograd.Function):
         lm_head: Callable[[Tensor], Tensor],
         temperature: float,
     ) -> Tensor:
-        logits = lm_head(hidden).float()  # (n, V)
-        if temperature != 1.0:
-            logits = logits / temperature
-        normaliser = logits.logsumexp(-1)  # (n,)
+        chosen, normaliser = _chosen_and_normaliser(hidden, targets, lm_head, temperature)
         ctx.save_for_backward(hidden, targets, normaliser)
         ctx.lm_head, ctx.temperature = lm_head, temperature  # type: ignore[attr-defined]
-        return logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser  # (n,)
+        return chosen - normaliser  # (n,)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
