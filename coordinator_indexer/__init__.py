@@ -8,8 +8,12 @@ Modules, one concern each:
 - ``records``     decoded events -> event-table rows, and the derived keys they touch
 - ``derive``      derived rows (batch verdicts, peers, rounds) recomputed from the event tables;
                   the definition of *verified reward* lives here
+- ``advance``     a range's rows applied going forward: derived rows moved by what changed
+- ``bulk``        many rows through one statement, without SQLAlchemy's per-row work
 - ``store``       the database: cursor, one transaction per applied range, rollbacks
-- ``chainview``   head and block headers; ``ingest``: the reorg-safe ingestion loop
+- ``chainview``   head and block headers; ``fetch``: one block range read into rows
+- ``readahead``   the next ranges read in a child process while the database takes the current
+- ``ingest``      the reorg-safe ingestion loop
 - ``queries``     read-side SQL; ``models``: the API's response models; ``api``: the FastAPI app
 - ``progress``    progress lines; ``service``: ingestion + HTTP server threads; ``cli``: the command
 

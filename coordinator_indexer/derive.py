@@ -72,6 +72,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
 from coordinator_indexer import schema
+from coordinator_indexer.bulk import execute_many
 from coordinator_indexer.records import Touched
 from coordinator_indexer.round_rules import RulesHistory, read_rules_history
 from coordinator_indexer.schema import INT64_MAX, UINT256_MAX
@@ -191,16 +192,16 @@ def recompute(conn: Connection, touched: Touched, phase: Phase = Phase()) -> Non
     rules = read_rules_history(conn)
     if touched.rules:
         touched = _with_changed_maxima(conn, touched, rules)
-    _recompute_verdicts(conn, set(touched.batches), rules)
-    seated = _recompute_duties(conn, touched.rounds)
+    recompute_verdicts(conn, set(touched.batches), rules)
+    seated = recompute_duties(conn, touched.rounds)
     peers = touched.peers | seated | _peers_the_phase_moved(conn, phase)
-    _recompute_peers(conn, peers, phase.now)
+    recompute_peers(conn, peers, phase.now)
     if peers:
-        _rerank(conn)
-    _recompute_rounds(conn, touched.rounds)
+        rerank(conn)
+    recompute_rounds(conn, touched.rounds)
 
 
-def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
+def chunks(items: Iterable[T]) -> Iterator[list[T]]:
     chunk: list[T] = []
     for item in sorted(items):  # type: ignore[type-var]
         chunk.append(item)
@@ -266,16 +267,19 @@ def _with_changed_maxima(conn: Connection, touched: Touched, rules: RulesHistory
     return changed
 
 
-def _recompute_verdicts(
+def recompute_verdicts(
     conn: Connection, batches: set[tuple[int, str]], rules: RulesHistory
-) -> None:
+) -> list[tuple[Any, dict[str, Any]]]:
+    """Recomputes the verdict columns of ``batches``; returns each published one's row as it was
+    and its new verdict columns (what its publisher's totals move by)."""
     v, d, p = schema.votes, schema.settlements, schema.publications
     update = (
         p.update()
         .where(and_(p.c.round == bindparam("k_round"), p.c.peer == bindparam("k_peer")))
         .values({name: bindparam(name) for name in _VERDICT_COLUMNS})
     )
-    for chunk in _chunks(batches):
+    changes = []
+    for chunk in chunks(batches):
         votes: dict[tuple[int, str], list[Any]] = defaultdict(list)
         for row in conn.execute(select(v).where(tuple_(v.c.round, v.c.subject).in_(chunk))):
             votes[(row.round, row.subject)].append(row)
@@ -287,29 +291,29 @@ def _recompute_verdicts(
                 )
             )
         }
-        claimed = _claims(conn, chunk)
+        published = _published(conn, chunk)
         evidence = _evidence_counts(conn, chunk)
-        params = [
-            {
-                "k_round": key[0],
-                "k_peer": key[1],
-                **_verdict(
-                    votes[key], outcomes.get(key), claimed.get(key), rules.batch_max_milli(key[0])
-                ),
-                "evidence": evidence.get(key, 0),
-            }
-            for key in chunk
-        ]
-        conn.execute(update, params)
+        params = []
+        for key, row in published.items():
+            maximum = rules.batch_max_milli(key[0])
+            values = _verdict(votes[key], outcomes.get(key), row.claimed_milli, maximum)
+            values["evidence"] = evidence.get(key, 0)
+            params.append({"k_round": key[0], "k_peer": key[1], **values})
+            changes.append((row, values))
+        execute_many(conn, update, params)
+    return changes
 
 
-def _claims(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
-    """The claimed reward of each published batch among ``chunk``."""
+def verdict_of_new_batch(claimed: int, maximum: int) -> dict[str, Any]:
+    """The verdict columns of a batch with no votes, settlement or evidence yet."""
+    return {**_verdict([], None, claimed, maximum), "evidence": 0}
+
+
+def _published(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], Any]:
+    """The publication rows of the batches among ``chunk`` that were published."""
     p = schema.publications
-    query = select(p.c.round, p.c.peer, p.c.claimed_milli).where(
-        tuple_(p.c.round, p.c.peer).in_(chunk)
-    )
-    return {(row.round, row.peer): row.claimed_milli for row in conn.execute(query)}
+    query = select(p).where(tuple_(p.c.round, p.c.peer).in_(chunk))
+    return {(row.round, row.peer): row for row in conn.execute(query)}
 
 
 def _evidence_counts(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
@@ -367,12 +371,12 @@ def _verdict(
 # -------------------------------------------------------------------------------------- duties
 
 
-def _recompute_duties(conn: Connection, rounds: set[int]) -> set[str]:
+def recompute_duties(conn: Connection, rounds: set[int]) -> set[str]:
     """Recomputes the duties of ``rounds``; returns the peers seated in them, before or after."""
     s, w, p, v = schema.seals, schema.seal_weights, schema.publications, schema.votes
     u = schema.duties
     seated: set[str] = set()
-    for chunk in _chunks(rounds):
+    for chunk in chunks(rounds):
         seated.update(conn.execute(select(u.c.peer).where(u.c.round.in_(chunk))).scalars())
         seals = {row.round: row for row in conn.execute(select(s).where(s.c.round.in_(chunk)))}
         subjects: dict[int, list[str]] = defaultdict(list)
@@ -392,8 +396,7 @@ def _recompute_duties(conn: Connection, rounds: set[int]) -> set[str]:
             for round_, seal in seals.items()
             for row in _duty_rows(round_, seal, subjects[round_], weights[round_], voted)
         ]
-        if rows:
-            conn.execute(schema.duties.insert(), rows)
+        execute_many(conn, schema.duties.insert(), rows)
         seated.update(row["peer"] for row in rows)
     return seated
 
@@ -405,23 +408,88 @@ def _duty_rows(
     weights: dict[str, int],
     voted: dict[tuple[int, str], dict[str, bool]],
 ) -> list[dict[str, Any]]:
-    """One row per peer that held a seat in the round: seats held and seats revealed on.
+    """One row per peer that held a seat in the round: seats held and seats revealed on."""
+    ring = _ring(round_, seal, subjects)
+    peers = sorted(set(weights) | {attester for r, attester in voted if r == round_})
+    rows = (
+        _duty_row(round_, ring, peer, weights.get(peer, 0), voted.get((round_, peer), {}))
+        for peer in peers
+    )
+    return [row for row in rows if row is not None]
+
+
+def _duty_row(
+    round_: int, ring: RoundSeats | None, peer: str, weight: int, votes: dict[str, bool]
+) -> dict[str, Any] | None:
+    """``peer``'s duty in the round (None: no seat), from its ``weight`` at the seal and its
+    ``votes`` (subject -> counted).
 
     A counted vote proves a seat even where the weights read at the seal say otherwise; with no
     committee size (a chain whose rulesAt says 0) only those seats are known."""
-    beacon, total = bytes.fromhex(seal.beacon[2:]), int(seal.total_weight_wei)
-    size = seal.committee_size
-    ring = RoundSeats(beacon, total, size, subjects) if size >= 1 else None
-    rows = []
-    for peer in sorted(set(weights) | {attester for r, attester in voted if r == round_}):
-        votes = voted.get((round_, peer), {})
-        weight = weights.get(peer, 0)
-        drawn = ring.of(peer, weight) if ring is not None else []
-        seats = set(drawn) | {subject for subject, counted in votes.items() if counted}
-        if seats:
-            done = sum(1 for subject in seats if subject in votes)
-            rows.append({"round": round_, "peer": peer, "seats": len(seats), "done": done})
-    return rows
+    drawn = ring.of(peer, weight) if ring is not None else []
+    seats = set(drawn) | {subject for subject, counted in votes.items() if counted}
+    if not seats:
+        return None
+    done = sum(1 for subject in seats if subject in votes)
+    return {"round": round_, "peer": peer, "seats": len(seats), "done": done}
+
+
+_RINGS: dict[tuple[Any, ...], RoundSeats] = {}
+_RINGS_KEPT = 16
+
+
+def _ring(round_: int, seal: Any, subjects: list[str]) -> RoundSeats | None:
+    """The round's seat ring (None without a committee size), kept for the last few rounds
+    asked: a round's votes arrive over several ranges, and each asks for its ring again. Keyed
+    by everything the ring is made of, so a changed seal or subject set makes a new one."""
+    if seal.committee_size < 1:
+        return None
+    key = (round_, seal.beacon, seal.total_weight_wei, seal.committee_size, *sorted(subjects))
+    ring = _RINGS.get(key)
+    if ring is None:
+        beacon, total = bytes.fromhex(seal.beacon[2:]), int(seal.total_weight_wei)
+        ring = RoundSeats(beacon, total, seal.committee_size, subjects)
+        if len(_RINGS) >= _RINGS_KEPT:
+            _RINGS.pop(next(iter(_RINGS)))
+        _RINGS[key] = ring
+    return ring
+
+
+def recompute_duty_rows(conn: Connection, pairs: set[tuple[int, str]]) -> None:
+    """Recomputes the duty rows of these (round, peer) pairs only: what a peer's new votes change
+    when the round's seal and subjects are as they were."""
+    s, w, p, v, u = (
+        schema.seals,
+        schema.seal_weights,
+        schema.publications,
+        schema.votes,
+        schema.duties,
+    )
+    by_round: dict[int, list[str]] = defaultdict(list)
+    for round_, peer in pairs:
+        by_round[round_].append(peer)
+    for round_, peers in sorted(by_round.items()):
+        seal = conn.execute(select(s).where(s.c.round == round_)).first()
+        if seal is None:
+            continue  # duties exist for sealed rounds only
+        subjects = list(conn.execute(select(p.c.peer).where(p.c.round == round_)).scalars())
+        ring = _ring(round_, seal, subjects)
+        for chunk in chunks(peers):
+            weights = {
+                row.peer: int(row.weight_wei)
+                for row in conn.execute(select(w).where(w.c.round == round_, w.c.peer.in_(chunk)))
+            }
+            voted: dict[str, dict[str, bool]] = defaultdict(dict)
+            query = select(v.c.subject, v.c.attester, v.c.counted).where(
+                v.c.round == round_, v.c.attester.in_(chunk)
+            )
+            for row in conn.execute(query):
+                voted[row.attester][row.subject] = bool(row.counted)
+            conn.execute(u.delete().where(u.c.round == round_, u.c.peer.in_(chunk)))
+            rows = [
+                _duty_row(round_, ring, peer, weights.get(peer, 0), voted[peer]) for peer in chunk
+            ]
+            execute_many(conn, u.insert(), [row for row in rows if row is not None])
 
 
 # --------------------------------------------------------------------------------------- peers
@@ -471,14 +539,14 @@ def _peers_the_phase_moved(conn: Connection, phase: Phase) -> set[str]:
     return crossed | set(conn.execute(unsettled).scalars())
 
 
-def _recompute_peers(conn: Connection, peers: set[str], closed_before: int | None) -> None:
+def recompute_peers(conn: Connection, peers: set[str], closed_before: int | None) -> None:
     r, s, p, a = (
         schema.registrations,
         schema.stake_changes,
         schema.publications,
         schema.votes,
     )
-    for chunk in _chunks(peers):
+    for chunk in chunks(peers):
         registered = {row.peer: row for row in conn.execute(select(r).where(r.c.peer.in_(chunk)))}
         changes: dict[str, list[Any]] = defaultdict(list)
         for row in conn.execute(
@@ -579,7 +647,7 @@ def rank_order(peers: Any = schema.peers) -> list[Any]:
     return [desc(p.c.verified_milli), desc(p.c.claimed_milli), address_order(p.c.address)]
 
 
-def _rerank(conn: Connection) -> None:
+def rerank(conn: Connection) -> None:
     """Every peer's ``rank`` by ``rank_order``, written where it changed (one statement)."""
     p = schema.peers
     ranked = select(p.c.address, func.row_number().over(order_by=rank_order()).label("rank"))
@@ -595,8 +663,8 @@ def _rerank(conn: Connection) -> None:
 # -------------------------------------------------------------------------------------- rounds
 
 
-def _recompute_rounds(conn: Connection, rounds: set[int]) -> None:
-    for chunk in _chunks(rounds):
+def recompute_rounds(conn: Connection, rounds: set[int]) -> None:
+    for chunk in chunks(rounds):
         parts = [
             _round_publications(conn, chunk),
             _round_votes(conn, chunk),

@@ -29,17 +29,19 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Self
 
 from web3 import Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
+from coordinator_indexer.fetch import FetchedRange, fetch_range
 from coordinator_indexer.logs import LogReader
-from coordinator_indexer.records import SealReads, records_of, unstorable
+from coordinator_indexer.readahead import AHEAD, ReadAhead, ReaderGone, config_for
 from coordinator_indexer.store import BlockRef, IndexerState, Store
 from node.chain.deployment import Deployment
 from node.chain.errors import RetryableChainError
-from node.chain.events import ChainEvent, ParametersScheduled, PeerRegistered, RoundSealed
+from node.chain.events import ParametersScheduled
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,15 @@ class IngestSettings:
     """A range with more logs than this halves the next range (keeps transactions small)."""
     poll_interval: float = 1.0
     """Seconds between polls once caught up with the head."""
+    read_ahead: int = 32
+    """Blocks behind the head from which a child process reads the next ranges while the
+    database takes the current ones (``readahead``); 0: always read in line."""
 
     def __post_init__(self) -> None:
         if self.confirmations < 0:
             raise ValueError("confirmations must be 0 or more")
+        if self.read_ahead < 0:
+            raise ValueError("read_ahead must be 0 or more")
         if self.max_range < 1 or self.max_events < 1:
             raise ValueError("max_range and max_events must be at least 1")
         if self.poll_interval <= 0:
@@ -103,6 +110,27 @@ class Indexer:
             w3, deployment.coordinator, max_chunk=self.settings.max_range, retry=retry
         )
         self.range_size = self.settings.max_range
+        self._ahead_config = config_for(
+            w3,
+            deployment.coordinator,
+            retry,
+            self.settings.max_range,
+            self.settings.max_events,
+        )
+        self._ahead: ReadAhead | None = None
+        self._ahead_failures = 0
+
+    def close(self) -> None:
+        """Ends the read-ahead process, if one runs (the store is the caller's to close)."""
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------------------- startup
 
@@ -125,11 +153,21 @@ class Indexer:
             self.deployment.deployment_block - 1, created.parent_hash, "0x" + "00" * 32, 0
         )
         state = self.store.start(self.deployment, anchor, self.settings.confirmations)
+        if self._reads_ahead(state, self.chain.head()):
+            self._start_reader()  # its imports overlap the rest of the startup
         judging_rounds = self.chain.judging_rounds()
         if state.judging_rounds != judging_rounds:
             state = self.store.note_judging_rounds(judging_rounds)
         self._read_rules_shapes()
         return state
+
+    def _start_reader(self) -> ReadAhead:
+        """The read-ahead process, started unless one was (a dead one is reported by ``take``)."""
+        assert self._ahead_config is not None
+        if self._ahead is None:
+            self._ahead = ReadAhead(self._ahead_config)
+            self._ahead.start()
+        return self._ahead
 
     def _read_rules_shapes(self) -> None:
         """n and G of the rules rows indexed before migration 6 (which did not keep them), read
@@ -170,47 +208,75 @@ class Indexer:
         self.store.note_head(self.chain.head())
 
     def _apply_next(self, state: IndexerState, head: int) -> StepResult:
+        ahead = self._read_ahead(state, head) if self._reads_ahead(state, head) else None
+        if ahead is not None:
+            return ahead
         start = state.cursor_block + 1
         end = min(head, state.cursor_block + self.range_size)
-        keep_from = head - self.settings.confirmations
-        numbers = range(max(start, keep_from), end + 1)
-        headers = [self.chain.block(n) for n in numbers]
-        first = headers[0] if numbers and numbers[0] == start else self.chain.block(start)
-        last = headers[-1] if headers else self.chain.block(end)
-        if first is None or last is None or any(h is None for h in headers):
-            return StepResult("retry", state.cursor_block, head)  # the chain got shorter
-        window = [h for h in headers if h is not None]
-        if first.parent_hash != state.cursor_hash or not _linked(window):
-            return StepResult("retry", state.cursor_block, head)
-        events, refused = self.reader.read_range(start, end)
-        known = {b.number: b.hash for b in (*window, first, last)}
-        logs = (*events, *refused)
-        if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in logs):
-            return StepResult("retry", state.cursor_block, head)
-        records = records_of(events, self._seal_reads(events), refused)
-        self.store.apply_range(state.cursor_block, records, window, last, head, keep_from)
-        if refused:
-            log.warning("blocks %d-%d: kept %d undecodable logs", start, end, len(refused))
-        self._adapt(len(logs))
-        return StepResult("applied", end, head, events=len(logs), blocks=end - start + 1)
+        fetched = fetch_range(
+            self.chain,
+            self.reader,
+            start,
+            end,
+            keep_from=head - self.settings.confirmations,
+            registered=self.store.registered_peers(),
+        )
+        result = self._apply(state, head, fetched)
+        if result.kind == "applied":
+            self._adapt(result.events)
+        return result
 
-    def _seal_reads(self, events: list[ChainEvent]) -> dict[int, SealReads]:
-        """For each RoundSealed of the range: the chain's committee size and weights at its
-        block, for every peer registered before it (in the database or earlier in the range).
-        A seal the tables cannot hold is applied to nothing, so nothing is read for it."""
-        seals = [e for e in events if isinstance(e, RoundSealed) and unstorable(e) is None]
-        if not seals:
-            return {}
-        known = self.store.registered_peers()
-        reads = {}
-        for seal in seals:
-            peers = known | {
-                e.peer
-                for e in events
-                if isinstance(e, PeerRegistered) and e.position < seal.position
-            }
-            reads[seal.round] = self.chain.seal_reads(seal.round, peers, seal.block_hash)
-        return reads
+    def _apply(self, state: IndexerState, head: int, fetched: FetchedRange | None) -> StepResult:
+        """Applies ``fetched`` after the cursor; "retry" when it is None or does not follow."""
+        if fetched is None or fetched.first.parent_hash != state.cursor_hash:
+            return StepResult("retry", state.cursor_block, head)
+        keep_from = head - self.settings.confirmations
+        self.store.apply_range(
+            state.cursor_block, fetched.records(), fetched.window, fetched.last, head, keep_from
+        )
+        if fetched.refused:
+            log.warning(
+                "blocks %d-%d: kept %d undecodable logs",
+                fetched.start,
+                fetched.end,
+                fetched.refused,
+            )
+        blocks = fetched.end - fetched.start + 1
+        return StepResult("applied", fetched.end, head, events=fetched.logs, blocks=blocks)
+
+    def _reads_ahead(self, state: IndexerState, head: int) -> bool:
+        """Whether this step takes its range from the read-ahead process: far enough behind the
+        head, or already reading there."""
+        if self._ahead_config is None or self.settings.read_ahead == 0:
+            return False
+        if self._ahead is not None and self._ahead.reading_from(state.cursor_block + 1):
+            return True
+        return head - state.cursor_block >= self.settings.read_ahead
+
+    def _read_ahead(self, state: IndexerState, head: int) -> StepResult | None:
+        """The step with the range read ahead (see ``readahead``); None to read in line (the
+        process ended: it is restarted at the next step, up to three times in a row)."""
+        assert self._ahead_config is not None
+        try:
+            fetched = self._start_reader().take(
+                state.cursor_block + 1,
+                state.cursor_hash,
+                until=head,
+                keep_from=head - self.settings.confirmations,
+                registered=self.store.registered_peers,
+                max_logs=AHEAD * self.settings.max_events,
+            )
+        except ReaderGone as exc:
+            self.close()
+            self._ahead_failures += 1
+            if self._ahead_failures >= 3:
+                self._ahead_config = None
+                log.warning("%s; reading in line from now on", exc)
+            else:
+                log.warning("%s; reading this range in line", exc)
+            return None
+        self._ahead_failures = 0
+        return self._apply(state, head, fetched)
 
     def _adapt(self, events: int) -> None:
         if events > self.settings.max_events:
@@ -283,7 +349,3 @@ class Indexer:
                 on_step(result)
             if result.kind in ("idle", "retry") or result.caught_up:
                 stop.wait(self.settings.poll_interval)
-
-
-def _linked(headers: list[BlockRef]) -> bool:
-    return all(b.parent_hash == a.hash for a, b in zip(headers, headers[1:], strict=False))

@@ -156,6 +156,7 @@ class IndexerService:
             log.exception("ingestion failed")
             self._fail(f"unexpected error in ingestion: {exc!r}")
         finally:
+            indexer.close()
             self.status.running = False
         if self.failed.is_set():
             self._follow_head(indexer)

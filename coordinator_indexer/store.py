@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from coordinator_indexer import schema
+from coordinator_indexer.advance import apply_rows
 from coordinator_indexer.derive import Phase, recompute
 from coordinator_indexer.errors import ConcurrentWriter, ConfigError, DeploymentMismatch
 from coordinator_indexer.migrations import migrate
@@ -105,10 +106,14 @@ def _phase(conn: Connection) -> Phase:
 
 
 def _recompute(conn: Connection, touched: Touched) -> None:
-    """``derive.recompute`` at the cursor as it stands in this transaction, noting the
-    ``closed_before`` the peers' totals are now kept for, and counting the write."""
+    """``derive.recompute`` at the cursor as it stands in this transaction (see ``_note``)."""
     phase = _phase(conn)
     recompute(conn, touched, phase)
+    _note(conn, phase)
+
+
+def _note(conn: Connection, phase: Phase) -> None:
+    """Notes the ``closed_before`` the peers' totals are now kept for, and counts the write."""
     kept = _NONE_CLOSED if phase.now is None else phase.now
     state = schema.indexer_state
     conn.execute(
@@ -304,10 +309,9 @@ class Store:
         """
         with self.engine.begin() as conn:
             self._move_cursor(conn, expected_cursor, end, head)
-            for table, rows in records.rows.items():
-                if rows:
-                    conn.execute(table.insert(), rows)
-            _recompute(conn, records.touched)
+            phase = _phase(conn)
+            apply_rows(conn, records, phase)
+            _note(conn, phase)
             kept = {b.number: b for b in (*headers, end)}
             if kept:
                 conn.execute(schema.blocks.delete().where(schema.blocks.c.number.in_(list(kept))))
@@ -327,6 +331,14 @@ class Store:
             _recompute(conn, touched)
             conn.execute(schema.blocks.delete().where(schema.blocks.c.number > ancestor.number))
         return touched
+
+    def rebuild(self) -> None:
+        """Recomputes every derived row from the event tables, from scratch: what a fresh index
+        of the same chain holds (a check of the rows kept up to date range by range)."""
+        with self.engine.begin() as conn:
+            everything = _touched_above(conn, -1)
+            conn.execute(schema.indexer_state.update().values(totals_closed_before=None))
+            _recompute(conn, everything)
 
     def _move_cursor(self, conn: Connection, expected: int, to: BlockRef, head: int) -> None:
         state = schema.indexer_state

@@ -41,10 +41,12 @@ def open_store() -> Iterator[Callable[[str], Store]]:
 @pytest.fixture
 def make_indexer(
     w3: Web3, deployment: Deployment, open_store: Callable[[str], Store], sqlite_url
-) -> Callable[..., Indexer]:
+) -> Iterator[Callable[..., Indexer]]:
     """``make_indexer(url=None, **settings)`` -> a prepared Indexer on the test chain, on a new
-    SQLite database of its own unless ``url`` is given."""
+    SQLite database of its own unless ``url`` is given; closed (its reader ended) after the
+    test."""
     made = itertools.count()
+    indexers: list[Indexer] = []
 
     def make(url: str | None = None, **settings: object) -> Indexer:
         options = {"confirmations": 6, "poll_interval": 0.05, **settings}
@@ -55,10 +57,13 @@ def make_indexer(
             IngestSettings(**options),  # type: ignore[arg-type]
             retry=TEST_RETRY,
         )
+        indexers.append(indexer)
         indexer.prepare()
         return indexer
 
-    return make
+    yield make
+    for indexer in indexers:
+        indexer.close()
 
 
 @pytest.fixture

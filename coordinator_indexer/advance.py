@@ -1,0 +1,224 @@
+"""A range's rows applied going forward: derived rows brought up to date by what changed.
+
+``derive.recompute`` rebuilds the derived rows of the keys a change touched from all their
+history. Going forward that made a range's cost grow with the swarm, not with the range: every
+round touches every peer, so every range rebuilt every peer's totals (and every touched round's
+committee seats). ``apply_rows`` does the same work in proportion to the range:
+
+- **batches**: the verdict columns of the batches the range touched, recomputed from their votes
+  (``derive``; a batch has a committee's worth of them);
+- **duties**: a round's seats are drawn again only when its seal or its subjects arrive in the
+  range; a vote changes only its attester's row in its round;
+- **peers**: each total moves by the difference its batches and duty rows made (their shares before
+  and after, at the cursor's ``closed_before``), plus the counted votes the range added. When the
+  cursor's round moves, the batches and duty rows of the rounds it crossed change their pending and
+  missed shares, and nothing else does. A peer whose registration or stake changed is rebuilt from
+  its history (``derive``), as is everyone when the kept totals are stale or the rules changed.
+
+Going back (a reorg) still rebuilds what the removed rows touched (``derive.recompute``), and
+tests hold both to a fresh index of the same chain: the two ways cannot drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import Connection, Table, and_, bindparam, false, or_, select, tuple_
+
+from coordinator_indexer import derive, schema
+from coordinator_indexer.bulk import execute_many
+from coordinator_indexer.derive import Phase
+from coordinator_indexer.records import Records
+from coordinator_indexer.round_rules import RulesHistory, read_rules_history
+
+#: Peer totals moved by deltas (the peers table's columns).
+_SUMS = (
+    "rounds",
+    "verified_batches",
+    "claimed_milli",
+    "verified_milli",
+    "out_of_range_batches",
+    "flags_received",
+    "pending_batches",
+    "duty_seats",
+    "duty_done",
+    "duty_missed",
+    "attestations_given",
+)
+
+
+def apply_rows(conn: Connection, records: Records, phase: Phase) -> None:
+    """Inserts ``records``' rows and brings every derived row up to date (module docstring)."""
+    if records.touched.rules or phase.stale or (phase.kept is None) != (phase.now is None):
+        _insert(conn, records)
+        derive.recompute(conn, records.touched, phase)
+        return
+    rows = records.rows
+    rules = read_rules_history(conn)
+    shares: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    _add_phase_move(conn, phase, shares)
+    seat_rounds = {row["round"] for row in rows[schema.seals]} | {
+        row["round"] for row in rows[schema.publications]
+    }
+    voters = {(row["round"], row["attester"]) for row in rows[schema.votes]}
+    voters = {(r, a) for r, a in voters if r not in seat_rounds}
+    _add_duty_shares(conn, seat_rounds, voters, phase.now, shares, sign=-1)
+    new = _fill_new_batches(conn, rows, rules)
+    _insert(conn, records)
+    for row in new.values():
+        _add(shares, row["peer"], _batch_share(SimpleNamespace(**row), phase.now), 1)
+    arrived = {(row["round"], row["peer"]) for row in rows[schema.publications]}
+    changed = derive.recompute_verdicts(conn, records.touched.batches - set(new), rules)
+    for before, verdict in changed:
+        if (before.round, before.peer) not in arrived:  # a new row had no share before
+            _add(shares, before.peer, _batch_share(before, phase.now), -1)
+        after = SimpleNamespace(**{**before._asdict(), **verdict})
+        _add(shares, before.peer, _batch_share(after, phase.now), 1)
+    derive.recompute_duties(conn, seat_rounds)
+    derive.recompute_duty_rows(conn, voters)
+    _add_duty_shares(conn, seat_rounds, voters, phase.now, shares, sign=1)
+    for row in rows[schema.votes]:
+        if row["counted"]:
+            shares[row["attester"]]["attestations_given"] += 1
+    rebuilt = {row["peer"] for row in (*rows[schema.registrations], *rows[schema.stake_changes])}
+    moved = _move_peers(conn, {p: s for p, s in shares.items() if p not in rebuilt}, arrived)
+    derive.recompute_peers(conn, rebuilt, phase.now)
+    if rebuilt or moved:
+        derive.rerank(conn)
+    derive.recompute_rounds(conn, records.touched.rounds)
+
+
+def _insert(conn: Connection, records: Records) -> None:
+    for table, rows in records.rows.items():
+        shapes: defaultdict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            shapes[tuple(row)].append(row)
+        for same in shapes.values():
+            execute_many(conn, table.insert(), same)
+
+
+def _fill_new_batches(
+    conn: Connection, rows: dict[Table, list[dict[str, Any]]], rules: RulesHistory
+) -> dict[tuple[int, str], dict[str, Any]]:
+    """Writes the verdict columns of the range's new batches into their rows before they go in,
+    where nothing else (a vote, a settlement, evidence, in this range or an earlier one) can have
+    a say in them yet; returns those rows by key. The others are recomputed after the insert."""
+    publications = rows[schema.publications]
+    rounds = {row["round"] for row in publications}
+    spoken = set()
+    for table in (schema.votes, schema.settlements, schema.evidence):
+        spoken.update((row["round"], row["subject"]) for row in rows[table])
+        for chunk in derive.chunks(rounds):
+            query = select(table.c.round, table.c.subject).where(table.c.round.in_(chunk))
+            spoken.update((row.round, row.subject) for row in conn.execute(query))
+    new = {}
+    for row in publications:
+        key = (row["round"], row["peer"])
+        if key in spoken or key in new:
+            continue  # judged already (a stand-in contract's order), or published twice
+        maximum = rules.batch_max_milli(row["round"])
+        row.update(derive.verdict_of_new_batch(row["claimed_milli"], maximum))
+        new[key] = row
+    return new
+
+
+def _batch_share(row: Any, closed_before: int | None) -> dict[str, int]:
+    """What one batch adds to its publisher's totals (derive's definitions)."""
+    claimed_counts = bool(row.claimed_in_range)
+    verified_counts = row.verified_in_range is not None and bool(row.verified_in_range)
+    outside = not claimed_counts or (row.verified_in_range is not None and not verified_counts)
+    pending = derive.batch_is_pending(row.round, bool(row.settled), row.flags, closed_before)
+    return {
+        "rounds": 1,
+        "verified_batches": int(bool(row.verified)),
+        "claimed_milli": row.claimed_milli if claimed_counts else 0,
+        "verified_milli": row.verified_milli if verified_counts else 0,
+        "out_of_range_batches": int(outside),
+        "flags_received": row.flags,
+        "pending_batches": int(pending),
+    }
+
+
+def _duty_share(row: Any, closed_before: int | None) -> dict[str, int]:
+    """What one duty row adds to its peer's totals."""
+    closed = closed_before is not None and row.round < closed_before
+    return {
+        "duty_seats": row.seats,
+        "duty_done": row.done,
+        "duty_missed": row.seats - row.done if closed else 0,
+    }
+
+
+def _add(shares: defaultdict[str, Counter[str]], peer: str, share: dict[str, int], sign: int):
+    counter = shares[peer]
+    for name, value in share.items():
+        counter[name] += sign * value
+
+
+def _add_duty_shares(
+    conn: Connection,
+    rounds: set[int],
+    pairs: set[tuple[int, str]],
+    closed_before: int | None,
+    shares: defaultdict[str, Counter[str]],
+    *,
+    sign: int,
+) -> None:
+    u = schema.duties
+    for chunk in derive.chunks(rounds):
+        for row in conn.execute(select(u).where(u.c.round.in_(chunk))):
+            _add(shares, row.peer, _duty_share(row, closed_before), sign)
+    for chunk in derive.chunks(pairs):
+        for row in conn.execute(select(u).where(tuple_(u.c.round, u.c.peer).in_(chunk))):
+            _add(shares, row.peer, _duty_share(row, closed_before), sign)
+
+
+def _add_phase_move(conn: Connection, phase: Phase, shares: defaultdict[str, Counter[str]]) -> None:
+    """The pending and missed shares that change as ``closed_before`` moves from ``phase.kept``
+    to ``phase.now``: those of the batches and duty rows in the rounds between (before the range's
+    rows go in, so that the range's own rows are counted at ``now`` once)."""
+    if phase.kept is None or phase.now is None or phase.kept == phase.now:
+        return
+    low, high = sorted((phase.kept, phase.now))
+    p, u = schema.publications, schema.duties
+    crossed = and_(p.c.round >= low, p.c.round < high, p.c.settled == false())
+    for row in conn.execute(select(p.c.round, p.c.peer, p.c.settled, p.c.flags).where(crossed)):
+        was = derive.batch_is_pending(row.round, bool(row.settled), row.flags, phase.kept)
+        now = derive.batch_is_pending(row.round, bool(row.settled), row.flags, phase.now)
+        shares[row.peer]["pending_batches"] += int(now) - int(was)
+    for row in conn.execute(select(u).where(u.c.round >= low, u.c.round < high)):
+        was = _duty_share(row, phase.kept)["duty_missed"]
+        shares[row.peer]["duty_missed"] += _duty_share(row, phase.now)["duty_missed"] - was
+
+
+def _move_peers(
+    conn: Connection, shares: dict[str, Counter[str]], published: set[tuple[int, str]]
+) -> bool:
+    """Adds ``shares`` to the peers' rows (a peer without a row, never registered, has none to
+    move), raising ``last_round`` to the newest round it ``published`` in; True when a verified
+    or claimed total moved (the ranking may have)."""
+    p = schema.peers
+    moving = sorted(peer for peer, share in shares.items() if any(share.values()))
+    if moving:
+        add = p.update().where(p.c.address == bindparam("k_address"))
+        add = add.values({name: p.c[name] + bindparam(f"d_{name}") for name in _SUMS})
+        params = [
+            {"k_address": peer, **{f"d_{name}": shares[peer][name] for name in _SUMS}}
+            for peer in moving
+        ]
+        execute_many(conn, add, params)
+    newest: dict[str, int] = {}
+    for round_, peer in published:
+        newest[peer] = max(round_, newest.get(peer, round_))
+    if newest:
+        last = bindparam("k_round")
+        later = or_(p.c.last_round.is_(None), p.c.last_round < last)
+        raise_last = p.update().where(p.c.address == bindparam("k_address"), later)
+        execute_many(
+            conn,
+            raise_last.values(last_round=last),
+            [{"k_address": peer, "k_round": round_} for peer, round_ in sorted(newest.items())],
+        )
+    return any(shares[peer]["verified_milli"] or shares[peer]["claimed_milli"] for peer in moving)

@@ -1,0 +1,134 @@
+"""Reading one block range from the chain into the rows it adds (the fetch half of a step).
+
+``fetch_range`` reads the headers a range needs (its first and last block, and every block inside
+the unconfirmed window, whose hashes are kept), its logs (``LogReader``: a log the decoder refuses
+is kept aside, never failing the range), and for each seal the chain's committee size and weights
+at the seal's block; then it turns them into rows (``records_of``). It returns None when the range
+does not hang together (the window's headers do not link by parent hash, a log's block hash is not
+its header's, a block is missing): the chain moved while it was read, and the caller starts over.
+
+It touches no database, so the indexer runs it in its own process (``readahead``) while the
+database takes the range before, as well as in line (``ingest``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator_indexer import schema
+from coordinator_indexer.chainview import ChainView
+from coordinator_indexer.logs import LogReader
+from coordinator_indexer.records import Records, SealReads, Touched, records_of, unstorable
+from coordinator_indexer.store import BlockRef
+from node.chain.events import ChainEvent, PeerRegistered, RoundSealed
+
+
+@dataclass
+class FetchedRange:
+    """The rows of blocks ``[first.number, last.number]`` and the headers that vouch for them.
+
+    Rows are keyed by table name (a ``Table`` does not cross a process boundary)."""
+
+    first: BlockRef
+    last: BlockRef
+    window: list[BlockRef]
+    rows: dict[str, list[dict[str, Any]]]
+    touched: Touched
+    logs: int
+    refused: int
+    registered: set[str] = field(default_factory=set)
+    parts: int = 1  # ranges read to make this one
+
+    @property
+    def start(self) -> int:
+        return self.first.number
+
+    @property
+    def end(self) -> int:
+        return self.last.number
+
+    def records(self) -> Records:
+        """The rows as ``Store.apply_range`` takes them."""
+        records = Records(touched=self.touched)
+        for name, rows in self.rows.items():
+            records.rows[schema.metadata.tables[name]].extend(rows)
+        return records
+
+    def extend(self, after: FetchedRange) -> None:
+        """Appends the range that follows this one (``after.start == self.end + 1``)."""
+        if after.start != self.end + 1:
+            raise ValueError(f"range {after.start}-{after.end} does not follow block {self.end}")
+        self.last = after.last
+        known = {b.number for b in self.window}
+        self.window.extend(b for b in after.window if b.number not in known)
+        for name, rows in after.rows.items():
+            self.rows.setdefault(name, []).extend(rows)
+        self.touched.update(after.touched)
+        self.logs += after.logs
+        self.refused += after.refused
+        self.registered |= after.registered
+        self.parts += after.parts
+
+
+def fetch_range(
+    chain: ChainView,
+    reader: LogReader,
+    start: int,
+    end: int,
+    *,
+    keep_from: int,
+    registered: Iterable[str],
+) -> FetchedRange | None:
+    """Blocks ``[start, end]`` read and turned into rows (None: the chain moved; see the module
+    docstring). Headers of blocks from ``keep_from`` on are kept; ``registered`` are the peers
+    registered before ``start``, whose weights each seal of the range reads."""
+    numbers = range(max(start, keep_from), end + 1)
+    headers = [chain.block(n) for n in numbers]
+    first = headers[0] if numbers and numbers[0] == start else chain.block(start)
+    last = headers[-1] if headers else chain.block(end)
+    if first is None or last is None or any(h is None for h in headers):
+        return None  # the chain got shorter
+    window = [h for h in headers if h is not None]
+    if not _linked(window):
+        return None
+    events, refused = reader.read_range(start, end)
+    known = {b.number: b.hash for b in (*window, first, last)}
+    if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in (*events, *refused)):
+        return None
+    records = records_of(events, seal_reads(chain, events, registered), refused)
+    return FetchedRange(
+        first=first,
+        last=last,
+        window=window,
+        rows={table.name: rows for table, rows in records.rows.items() if rows},
+        touched=records.touched,
+        logs=len(events) + len(refused),
+        refused=len(refused),
+        registered={e.peer for e in events if isinstance(e, PeerRegistered)},
+    )
+
+
+def seal_reads(
+    chain: ChainView, events: list[ChainEvent], registered: Iterable[str]
+) -> dict[int, SealReads]:
+    """For each RoundSealed of ``events``: the chain's committee size and weights at its block,
+    for every peer registered before it (``registered``, or earlier in ``events``). A seal the
+    tables cannot hold is applied to nothing, so nothing is read for it."""
+    seals = [e for e in events if isinstance(e, RoundSealed) and unstorable(e) is None]
+    if not seals:
+        return {}
+    known = set(registered)
+    reads = {}
+    for seal in seals:
+        peers = known | {
+            e.peer for e in events if isinstance(e, PeerRegistered) and e.position < seal.position
+        }
+        reads[seal.round] = chain.seal_reads(seal.round, peers, seal.block_hash)
+    return reads
+
+
+def _linked(headers: list[BlockRef]) -> bool:
+    return all(b.parent_hash == a.hash for a, b in itertools.pairwise(headers))

@@ -1,0 +1,217 @@
+"""Reading ahead in a child process (coordinator_indexer.readahead): it writes exactly what reading
+in line writes, through reorgs under the read, a killed reader and RPC failures, and its process
+ends with the indexer."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from coordinator_indexer import readahead
+from coordinator_indexer.fetch import FetchedRange
+from coordinator_indexer.ingest import Indexer, IngestSettings
+from coordinator_indexer.records import Touched
+from coordinator_indexer.store import BlockRef
+from node.chain.errors import RpcUnavailable
+from node.chain.rpc import connect
+from tests.chain.helpers import FlakyProxy
+from tests.chain_fixtures import TEST_RETRY
+from tests.indexer.scenario import play
+from tests.indexer.test_reorg import tables
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+#: Reads ahead from the first block, in child ranges of a block or two (max_events 4).
+AHEAD = {"read_ahead": 1, "max_events": 4}
+
+
+def readers() -> list[int]:
+    """Pids of the read-ahead processes this test process started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if b"coordinator_indexer.readahead" in command and parent == os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def synced_with_reader(indexer: Indexer) -> tuple[list[str], bool]:
+    """Syncs; the steps' kinds, and whether a read-ahead process ran during the sync."""
+    kinds: list[str] = []
+    seen = False
+
+    def on_step(result) -> None:
+        nonlocal seen
+        kinds.append(result.kind)
+        seen = seen or bool(readers())
+
+    indexer.sync(on_step=on_step)
+    return kinds, seen
+
+
+def assert_as_in_line(indexer: Indexer, make_indexer) -> None:
+    """The tables equal an index read in line, one block per range, and a rebuild."""
+    confirmations = indexer.settings.confirmations
+    in_line = make_indexer(read_ahead=0, max_range=1, confirmations=confirmations)
+    in_line.sync()
+    assert tables(indexer.store) == tables(in_line.store)
+    expected = tables(indexer.store)
+    indexer.store.rebuild()
+    assert tables(indexer.store) == expected
+
+
+def test_reading_ahead_writes_what_reading_in_line_writes(
+    chain, client_for, dev_accounts, make_indexer
+) -> None:
+    play(chain, client_for, dev_accounts[1:])
+    indexer = make_indexer(**AHEAD)
+    kinds, seen = synced_with_reader(indexer)
+    assert seen and set(kinds) == {"applied"}
+    assert indexer.store.state().cursor_block == chain.w3.eth.block_number
+    assert_as_in_line(indexer, make_indexer)
+    indexer.close()
+    assert readers() == []
+
+
+def test_a_reorg_under_the_read_ahead_is_repaired(
+    chain, client_for, dev_accounts, make_indexer
+) -> None:
+    """The chain's last blocks are replaced after the first range is written, while the reader
+    has read (some of) the old ones: the old rows are rolled back, the new chain applied."""
+    play(chain, client_for, dev_accounts[1:])
+    chain.mine(8)
+    indexer = make_indexer(confirmations=20, **AHEAD)
+    write = indexer.store.apply_range
+    reorged = []
+
+    def write_then_reorg(*args, **kwargs):
+        write(*args, **kwargs)
+        if not reorged:
+            reorged.append(chain.rpc("anvil_reorg", 10, []))
+
+    indexer.store.apply_range = write_then_reorg
+    kinds, _ = synced_with_reader(indexer)
+    if "reorg" not in kinds:  # the reader had not read past the first range: nothing stale
+        assert "retry" in kinds or kinds.count("applied") > 1
+    assert reorged
+    latest = chain.w3.eth.get_block("latest")["hash"]
+    assert indexer.store.state().cursor_hash == "0x" + bytes(latest).hex()
+    assert_as_in_line(indexer, make_indexer)
+
+
+def test_a_killed_reader_is_replaced_and_nothing_is_lost(
+    chain, client_for, dev_accounts, make_indexer, caplog
+) -> None:
+    play(chain, client_for, dev_accounts[1:])
+    indexer = make_indexer(max_range=2, **AHEAD)  # the range read in line is short: a new
+    assert indexer.step().kind == "applied"  # reader takes over at the next step
+    (reader,) = readers()
+    os.kill(reader, signal.SIGKILL)
+    with caplog.at_level(logging.WARNING, logger="coordinator_indexer.ingest"):
+        kinds, seen = synced_with_reader(indexer)
+    assert "read-ahead process ended" in caplog.text
+    assert seen and set(kinds) == {"applied"}
+    assert_as_in_line(indexer, make_indexer)
+
+
+def test_a_reader_that_keeps_dying_leaves_the_indexer_reading_in_line(
+    chain, client_for, dev_accounts, make_indexer, monkeypatch, caplog
+) -> None:
+    play(chain, client_for, dev_accounts[1:])
+    start = readahead.ReadAhead.start
+
+    def start_then_die(self) -> None:
+        start(self)
+        assert self._process is not None
+        self._process.kill()
+        self._process.wait()
+
+    monkeypatch.setattr(readahead.ReadAhead, "start", start_then_die)
+    indexer = make_indexer(max_range=2, **AHEAD)
+    with caplog.at_level(logging.WARNING, logger="coordinator_indexer.ingest"):
+        kinds, _ = synced_with_reader(indexer)
+    assert "reading in line from now on" in caplog.text
+    assert set(kinds) == {"applied"}
+    assert readers() == []
+    assert_as_in_line(indexer, make_indexer)
+
+
+def test_an_rpc_failure_in_the_reader_is_raised_as_in_line(
+    chain, client_for, dev_accounts, deployment, open_store, sqlite_url, make_indexer
+) -> None:
+    """Logs the RPC keeps refusing (503, more times than the retry policy tries) fail the step
+    with the same error as in line; once the RPC answers, the sync goes on where it was."""
+    play(chain, client_for, dev_accounts[1:])
+    failures = TEST_RETRY.attempts
+    with FlakyProxy(
+        chain.w3.provider.endpoint_uri, {"eth_getLogs": [503] * failures}
+    ).running() as proxy:
+        indexer = Indexer(
+            connect(proxy.url),
+            deployment,
+            open_store(sqlite_url("flaky")),
+            IngestSettings(confirmations=6, **AHEAD),
+            retry=TEST_RETRY,
+        )
+        indexer.prepare()
+        with pytest.raises(RpcUnavailable, match="503|unavailable|HTTP"):
+            indexer.sync()
+        assert indexer.store.state().cursor_block < chain.w3.eth.block_number
+        kinds, seen = synced_with_reader(indexer)
+        assert seen and set(kinds) == {"applied"}
+        assert_as_in_line(indexer, make_indexer)
+        indexer.close()
+
+
+def test_the_reader_ends_with_the_indexer(
+    chain, client_for, dev_accounts, make_indexer, w3, deployment, open_store, sqlite_url
+) -> None:
+    """Closed, or dropped without closing: the process ends and its spool folder goes."""
+    play(chain, client_for, dev_accounts[1:], phases=2)
+    indexer = make_indexer(**AHEAD)
+    indexer.step()
+    assert len(readers()) == 1
+    spools = list(Path(tempfile.gettempdir()).glob("swarm-indexer-read-ahead-*"))
+    assert spools
+    indexer.close()
+    assert readers() == []
+    assert not any(spool.exists() for spool in spools)
+
+    settings = IngestSettings(confirmations=6, **AHEAD)
+    dropped = Indexer(w3, deployment, open_store(sqlite_url("dropped")), settings, retry=TEST_RETRY)
+    dropped.prepare()
+    dropped.step()
+    assert len(readers()) == 1
+    del dropped
+    gc.collect()
+    wait_for(lambda: readers() == [], what="the dropped indexer's reader to end")
+
+
+def test_a_range_joins_only_the_range_that_follows_it() -> None:
+    def block(number: int) -> BlockRef:
+        return BlockRef(number, f"0x{number:064x}", f"0x{number - 1:064x}", number)
+
+    def fetched(start: int, end: int, logs: int) -> FetchedRange:
+        rows = {"votes": [{}] * logs}
+        return FetchedRange(block(start), block(end), [block(end)], rows, Touched(), logs, 0)
+
+    first = fetched(1, 3, 2)
+    first.extend(fetched(4, 6, 5))
+    assert (first.start, first.end, first.logs, first.parts) == (1, 6, 7, 2)
+    assert len(first.rows["votes"]) == 7
+    assert [b.number for b in first.window] == [3, 6]
+    with pytest.raises(ValueError, match="does not follow"):
+        first.extend(fetched(8, 9, 1))
