@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, false, or_, select, tuple_
+from sqlalchemy import Connection, Table, and_, bindparam, false, or_, select
 
 from coordinator_indexer import derive, schema
 from coordinator_indexer.bulk import execute_many
@@ -170,8 +170,8 @@ def _add_duty_shares(
     for chunk in derive.chunks(rounds):
         for row in conn.execute(select(u).where(u.c.round.in_(chunk))):
             _add(shares, row.peer, _duty_share(row, closed_before), sign)
-    for chunk in derive.chunks(pairs):
-        for row in conn.execute(select(u).where(tuple_(u.c.round, u.c.peer).in_(chunk))):
+    for round_, peers in derive.round_chunks(pairs):
+        for row in conn.execute(select(u).where(u.c.round == round_, u.c.peer.in_(peers))):
             _add(shares, row.peer, _duty_share(row, closed_before), sign)
 
 

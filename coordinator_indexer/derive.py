@@ -65,7 +65,6 @@ from sqlalchemy import (
     or_,
     select,
     true,
-    tuple_,
     update,
 )
 from sqlalchemy.ext.compiler import compiles
@@ -212,6 +211,18 @@ def chunks(items: Iterable[T]) -> Iterator[list[T]]:
         yield chunk
 
 
+def round_chunks(keys: Iterable[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
+    """(round, addresses) keys as (round, up to ``_CHUNK`` addresses) pairs: ``round = ? AND
+    address IN (...)`` searches a (round, address) primary key, where SQLite answers a row-value
+    ``(round, address) IN (...)`` list by scanning the whole table."""
+    by_round: defaultdict[int, list[str]] = defaultdict(list)
+    for round_, address in keys:
+        by_round[round_].append(address)
+    for round_ in sorted(by_round):
+        for chunk in chunks(by_round[round_]):
+            yield round_, chunk
+
+
 class address_order(FunctionElement):  # noqa: N801 - used like a SQL function
     """Sorts addresses by value (uint160, as the contract orders subjects), not by their EIP-55
     text, where 0xF9.. sorts before 0xf6..: lowercased, 40 hex digits compare as the number, in
@@ -279,26 +290,26 @@ def recompute_verdicts(
         .values({name: bindparam(name) for name in _VERDICT_COLUMNS})
     )
     changes = []
-    for chunk in chunks(batches):
-        votes: dict[tuple[int, str], list[Any]] = defaultdict(list)
-        for row in conn.execute(select(v).where(tuple_(v.c.round, v.c.subject).in_(chunk))):
-            votes[(row.round, row.subject)].append(row)
+    for round_, subjects in round_chunks(batches):
+        votes: dict[str, list[Any]] = defaultdict(list)
+        for row in conn.execute(select(v).where(v.c.round == round_, v.c.subject.in_(subjects))):
+            votes[row.subject].append(row)
         outcomes = {
-            (row.round, row.subject): settlement_outcome(row.outcome)
+            row.subject: settlement_outcome(row.outcome)
             for row in conn.execute(
-                select(d.c.round, d.c.subject, d.c.outcome).where(
-                    tuple_(d.c.round, d.c.subject).in_(chunk)
+                select(d.c.subject, d.c.outcome).where(
+                    d.c.round == round_, d.c.subject.in_(subjects)
                 )
             )
         }
-        published = _published(conn, chunk)
-        evidence = _evidence_counts(conn, chunk)
+        published = _published(conn, round_, subjects)
+        evidence = _evidence_counts(conn, round_, subjects)
+        maximum = rules.batch_max_milli(round_)
         params = []
-        for key, row in published.items():
-            maximum = rules.batch_max_milli(key[0])
-            values = _verdict(votes[key], outcomes.get(key), row.claimed_milli, maximum)
-            values["evidence"] = evidence.get(key, 0)
-            params.append({"k_round": key[0], "k_peer": key[1], **values})
+        for subject, row in published.items():
+            values = _verdict(votes[subject], outcomes.get(subject), row.claimed_milli, maximum)
+            values["evidence"] = evidence.get(subject, 0)
+            params.append({"k_round": round_, "k_peer": subject, **values})
             changes.append((row, values))
         execute_many(conn, update, params)
     return changes
@@ -309,22 +320,22 @@ def verdict_of_new_batch(claimed: int, maximum: int) -> dict[str, Any]:
     return {**_verdict([], None, claimed, maximum), "evidence": 0}
 
 
-def _published(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], Any]:
-    """The publication rows of the batches among ``chunk`` that were published."""
+def _published(conn: Connection, round_: int, peers: list[str]) -> dict[str, Any]:
+    """The publication rows of ``peers``' batches of ``round_`` that were published."""
     p = schema.publications
-    query = select(p).where(tuple_(p.c.round, p.c.peer).in_(chunk))
-    return {(row.round, row.peer): row for row in conn.execute(query)}
+    query = select(p).where(p.c.round == round_, p.c.peer.in_(peers))
+    return {row.peer: row for row in conn.execute(query)}
 
 
-def _evidence_counts(conn: Connection, chunk: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
-    """How many recomputing seats posted provenance evidence on each batch among ``chunk``."""
+def _evidence_counts(conn: Connection, round_: int, subjects: list[str]) -> dict[str, int]:
+    """How many recomputing seats posted provenance evidence on each of these batches."""
     e = schema.evidence
     query = (
-        select(e.c.round, e.c.subject, func.count())
-        .where(tuple_(e.c.round, e.c.subject).in_(chunk))
-        .group_by(e.c.round, e.c.subject)
+        select(e.c.subject, func.count())
+        .where(e.c.round == round_, e.c.subject.in_(subjects))
+        .group_by(e.c.subject)
     )
-    return {(row[0], row[1]): int(row[2]) for row in conn.execute(query)}
+    return {row[0]: int(row[1]) for row in conn.execute(query)}
 
 
 def _reward_range(maximum: int, claimed: int | None, verified: int | None) -> dict[str, Any]:
