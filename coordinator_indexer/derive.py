@@ -41,8 +41,10 @@ indexed block's round, so they are kept as of the ``closed_before`` of the curso
 with (``Phase``); when it moves, the peers with a duty or an unsettled batch in the rounds it
 crossed are recomputed too.
 
-Everything here is recomputed from scratch for the touched keys (delete, then insert), so adding
-rows and rolling them back after a reorg go through the same code and cannot drift apart.
+Everything here is recomputed from scratch for the touched keys (delete, then insert): after a
+reorg's rollback, on a rebuild (``Store.rebuild``), when the rules change or the kept totals are
+stale. Going forward, a range's rows move the derived rows by what they change instead
+(``advance``, which uses the per-key recomputations below); tests hold the two to each other.
 """
 
 from __future__ import annotations

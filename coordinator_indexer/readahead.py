@@ -179,7 +179,7 @@ class _Child:
         job.parent_hash, job.next_start = fetched.last.hash, end + 1
         if fetched.logs > self.config.max_events:
             job.size = max(1, job.size // 2)
-        elif fetched.logs < self.config.max_events // 2:
+        elif fetched.logs < self.config.max_events // 4:
             job.size = min(self.config.max_range, job.size * 2)
         if job.next_start > job.until:
             self.job = None
