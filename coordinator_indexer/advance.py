@@ -117,7 +117,7 @@ def _fill_new_batches(
     for row in publications:
         key = (row["round"], row["peer"])
         if key in spoken or key in new:
-            continue  # judged already (a stand-in contract's order), or published twice
+            continue  # judged before it was published (a stand-in contract can), or a duplicate
         maximum = rules.batch_max_milli(row["round"])
         row.update(derive.verdict_of_new_batch(row["claimed_milli"], maximum))
         new[key] = row
@@ -151,7 +151,9 @@ def _duty_share(row: Any, closed_before: int | None) -> dict[str, int]:
     }
 
 
-def _add(shares: defaultdict[str, Counter[str]], peer: str, share: dict[str, int], sign: int):
+def _add(
+    shares: defaultdict[str, Counter[str]], peer: str, share: dict[str, int], sign: int
+) -> None:
     counter = shares[peer]
     for name, value in share.items():
         counter[name] += sign * value

@@ -37,7 +37,7 @@ from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
 from coordinator_indexer.fetch import FetchedRange, fetch_range
 from coordinator_indexer.logs import LogReader
-from coordinator_indexer.readahead import AHEAD, ReadAhead, ReaderGone, config_for
+from coordinator_indexer.readahead import AHEAD, ReadAhead, ReaderGone, ReadFrom, config_for
 from coordinator_indexer.store import BlockRef, IndexerState, Store
 from node.chain.deployment import Deployment
 from node.chain.errors import RetryableChainError
@@ -258,14 +258,14 @@ class Indexer:
         process ended: it is restarted at the next step, up to three times in a row)."""
         assert self._ahead_config is not None
         try:
-            fetched = self._start_reader().take(
-                state.cursor_block + 1,
-                state.cursor_hash,
+            read = ReadFrom(
+                start=state.cursor_block + 1,
+                parent_hash=state.cursor_hash,
                 until=head,
                 keep_from=head - self.settings.confirmations,
                 registered=self.store.registered_peers,
-                max_logs=AHEAD * self.settings.max_events,
             )
+            fetched = self._start_reader().take(read, max_logs=AHEAD * self.settings.max_events)
         except ReaderGone as exc:
             self.close()
             self._ahead_failures += 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from functools import partial
 from operator import itemgetter
 from typing import Any, TypeVar
 

@@ -102,6 +102,19 @@ def config_for(
     )
 
 
+@dataclass(frozen=True)
+class ReadFrom:
+    """A read for the child: blocks ``start`` (whose parent is ``parent_hash``) to ``until``,
+    the headers from ``keep_from`` on kept; ``registered()``: the peers registered before
+    ``start`` (asked only when a new read starts)."""
+
+    start: int
+    parent_hash: str
+    until: int
+    keep_from: int
+    registered: Callable[[], set[str]]
+
+
 @dataclass
 class _Job:
     generation: int
@@ -258,24 +271,16 @@ class ReadAhead:
         """Whether the child is reading a generation whose next range starts at ``start``."""
         return self.running and self._next_start == start and start <= self._until
 
-    def take(
-        self,
-        start: int,
-        parent_hash: str,
-        until: int,
-        keep_from: int,
-        registered: Callable[[], set[str]],
-        max_logs: int,
-    ) -> FetchedRange | None:
-        """The ranges read from block ``start`` on, as one (at least one range; more if they
-        arrived, up to ``max_logs`` logs); None when the chain moved under the read. Starts a new
-        read (up to ``until``) unless the child is already reading from ``start``. Raises
-        ReaderGone when the child died, and the child's error when its read failed."""
+    def take(self, read: ReadFrom, max_logs: int) -> FetchedRange | None:
+        """The ranges read from block ``read.start`` on, as one (at least one range; more if
+        they arrived, up to ``max_logs`` logs); None when the chain moved under the read. Starts a
+        new read unless the child is already reading from there. Raises ReaderGone when the child
+        died, and the child's error when its read failed."""
         if not self.running:
             status = None if self._process is None else self._process.returncode
             raise ReaderGone(f"the read-ahead process ended (exit status {status})")
-        if self._next_start != start or start > self._until:
-            self._begin(start, parent_hash, until, keep_from, registered)
+        if self._next_start != read.start or read.start > self._until:
+            self._begin(read)
         message = self._held or self._get(block=True)
         self._held = None
         assert message is not None
@@ -285,18 +290,20 @@ class ReadAhead:
             self._send(("ack", self._generation, merged.logs + merged.parts))
         return merged
 
-    def _begin(
-        self,
-        start: int,
-        parent_hash: str,
-        until: int,
-        keep_from: int,
-        registered: Callable[[], set[str]],
-    ) -> None:
+    def _begin(self, read: ReadFrom) -> None:
         self._generation += 1
-        self._next_start, self._until, self._held = start, until, None
+        self._next_start, self._until, self._held = read.start, read.until, None
+        registered = sorted(read.registered())
         self._send(
-            ("read", self._generation, start, parent_hash, until, keep_from, sorted(registered()))
+            (
+                "read",
+                self._generation,
+                read.start,
+                read.parent_hash,
+                read.until,
+                read.keep_from,
+                registered,
+            )
         )
 
     def _collect(self, message: tuple[Any, ...], max_logs: int) -> FetchedRange | None:
