@@ -14,7 +14,7 @@ database takes the range before, as well as in line (``ingest``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,11 +80,12 @@ def fetch_range(
     end: int,
     *,
     keep_from: int,
-    registered: Iterable[str],
+    registered: Callable[[], Iterable[str]],
 ) -> FetchedRange | None:
     """Blocks ``[start, end]`` read and turned into rows (None: the chain moved; see the module
-    docstring). Headers of blocks from ``keep_from`` on are kept; ``registered`` are the peers
-    registered before ``start``, whose weights each seal of the range reads."""
+    docstring). Headers of blocks from ``keep_from`` on are kept; ``registered()`` gives the peers
+    registered before ``start``, whose weights each seal of the range reads (asked only when the
+    range has a seal)."""
     numbers = range(max(start, keep_from), end + 1)
     headers = [chain.block(n) for n in numbers]
     first = headers[0] if numbers and numbers[0] == start else chain.block(start)
@@ -112,15 +113,15 @@ def fetch_range(
 
 
 def seal_reads(
-    chain: ChainView, events: list[ChainEvent], registered: Iterable[str]
+    chain: ChainView, events: list[ChainEvent], registered: Callable[[], Iterable[str]]
 ) -> dict[int, SealReads]:
     """For each RoundSealed of ``events``: the chain's committee size and weights at its block,
-    for every peer registered before it (``registered``, or earlier in ``events``). A seal the
+    for every peer registered before it (``registered()``, or earlier in ``events``). A seal the
     tables cannot hold is applied to nothing, so nothing is read for it."""
     seals = [e for e in events if isinstance(e, RoundSealed) and unstorable(e) is None]
     if not seals:
         return {}
-    known = set(registered)
+    known = set(registered())
     reads = {}
     for seal in seals:
         peers = known | {

@@ -219,7 +219,7 @@ class Indexer:
             start,
             end,
             keep_from=head - self.settings.confirmations,
-            registered=self.store.registered_peers(),
+            registered=self.store.registered_peers,
         )
         result = self._apply(state, head, fetched)
         if result.kind == "applied":

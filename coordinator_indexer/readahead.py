@@ -173,7 +173,7 @@ class _Child:
                 job.next_start,
                 end,
                 keep_from=job.keep_from,
-                registered=job.registered,
+                registered=lambda: job.registered,
             )
         except Exception as exc:  # noqa: BLE001 - every error goes to the parent, which decides
             self.outbox.send(("failed", job.generation, _portable(exc)))
