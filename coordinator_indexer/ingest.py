@@ -154,7 +154,10 @@ class Indexer:
         )
         state = self.store.start(self.deployment, anchor, self.settings.confirmations)
         if self._reads_ahead(state, self.chain.head()):
-            self._start_reader()  # its imports overlap the rest of the startup
+            try:
+                self._start_reader()  # its imports overlap the rest of the startup
+            except ReaderGone as exc:
+                self._reader_failed(exc)
         judging_rounds = self.chain.judging_rounds()
         if state.judging_rounds != judging_rounds:
             state = self.store.note_judging_rounds(judging_rounds)
@@ -267,16 +270,21 @@ class Indexer:
             )
             fetched = self._start_reader().take(read, max_logs=AHEAD * self.settings.max_events)
         except ReaderGone as exc:
-            self.close()
-            self._ahead_failures += 1
-            if self._ahead_failures >= 3:
-                self._ahead_config = None
-                log.warning("%s; reading in line from now on", exc)
-            else:
-                log.warning("%s; reading this range in line", exc)
+            self._reader_failed(exc)
             return None
         self._ahead_failures = 0
         return self._apply(state, head, fetched)
+
+    def _reader_failed(self, exc: ReaderGone) -> None:
+        """Ends the reader; the next step starts another, up to three failures in a row, after
+        which the indexer reads in line for good."""
+        self.close()
+        self._ahead_failures += 1
+        if self._ahead_failures >= 3:
+            self._ahead_config = None
+            log.warning("%s; reading in line from now on", exc)
+        else:
+            log.warning("%s; reading this range in line", exc)
 
     def _adapt(self, events: int) -> None:
         if events > self.settings.max_events:

@@ -21,6 +21,7 @@ stdout (its prints go to stderr):
     child -> parent   ("range", generation, path, logs)  a FetchedRange, pickled in ``path``
                       ("retry", generation)          the chain moved under the read: start over
                       ("failed", generation, exc)    an error the parent raises as its own
+                      ("broken", generation, why)    the spool cannot be written: read in line
 
 A range travels as a file in the reader's spool folder (a private temporary folder, removed with
 the reader; one left by a killed indexer is removed by the next), not down the pipe: a pipe holds
@@ -184,8 +185,13 @@ class _Child:
             self.job = None
             return
         path = self.spool / f"{job.generation}-{job.next_start}.range"
-        with path.open("wb") as file:
-            pickle.dump(fetched, file, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            with path.open("wb") as file:
+                pickle.dump(fetched, file, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:  # a full disk, say: the parent reads in line instead
+            self.outbox.send(("broken", job.generation, f"cannot write to {self.spool}: {exc}"))
+            self.job = None
+            return
         self.outbox.send(("range", job.generation, str(path), fetched.logs))
         job.unacked += fetched.logs + 1
         job.registered |= fetched.registered
@@ -239,17 +245,26 @@ class ReadAhead:
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> None:
-        """Starts the child (about half a second of imports, once) and sends it the config."""
+        """Starts the child (about half a second of imports, once) and sends it the config;
+        ReaderGone when it cannot (no temporary folder, no process)."""
         _remove_stale_spools()
-        spool = tempfile.mkdtemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-")
-        child_in, to_child = os.pipe()
-        from_child, child_out = os.pipe()
+        try:
+            spool = tempfile.mkdtemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-")
+            child_in, to_child = os.pipe()
+            from_child, child_out = os.pipe()
+        except OSError as exc:
+            raise ReaderGone(f"cannot start the read-ahead process: {exc}") from None
         try:
             process = spawn(
                 [sys.executable, "-m", "coordinator_indexer.readahead", spool],
                 stdin=child_in,
                 stdout=child_out,
             )
+        except OSError as exc:
+            for fd in (to_child, from_child):
+                os.close(fd)
+            shutil.rmtree(spool, ignore_errors=True)
+            raise ReaderGone(f"cannot start the read-ahead process: {exc}") from None
         finally:
             os.close(child_in)
             os.close(child_out)
@@ -314,6 +329,9 @@ class ReadAhead:
         if message[0] == "retry":
             self._next_start = None
             return None
+        if message[0] == "broken":
+            self.close()
+            raise ReaderGone(message[2])
         merged = _load(message[2])
         while merged.logs < max_logs and merged.end < self._until:
             following = self._get(block=False)
@@ -351,10 +369,13 @@ class ReadAhead:
 
 
 def _load(path: str) -> FetchedRange:
-    """A range the child spooled (the file is removed once read)."""
+    """A range the child spooled (the file is removed once read); ReaderGone when it is not
+    there to read (removed under the indexer, say)."""
     try:
         with open(path, "rb") as file:
             return pickle.load(file)
+    except (OSError, pickle.UnpicklingError, EOFError) as exc:
+        raise ReaderGone(f"the read-ahead process's range {path} cannot be read: {exc}") from None
     finally:
         Path(path).unlink(missing_ok=True)
 

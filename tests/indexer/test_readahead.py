@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shutil
 import signal
 import tempfile
 from pathlib import Path
@@ -215,3 +216,37 @@ def test_a_range_joins_only_the_range_that_follows_it() -> None:
     assert [b.number for b in first.window] == [3, 6]
     with pytest.raises(ValueError, match="does not follow"):
         first.extend(fetched(8, 9, 1))
+
+
+def test_a_spool_that_cannot_be_written_leaves_the_range_to_be_read_in_line(
+    chain, client_for, dev_accounts, make_indexer, caplog
+) -> None:
+    """The reader's folder removed under it (as a full disk would fail its writes): the range is
+    read in line, a new reader with a new folder takes the next, and nothing is lost."""
+    play(chain, client_for, dev_accounts[1:])
+    indexer = make_indexer(max_range=2, **AHEAD)
+    (spool,) = Path(tempfile.gettempdir()).glob(f"swarm-indexer-read-ahead-{os.getpid()}-*")
+    shutil.rmtree(spool)
+    with caplog.at_level(logging.WARNING, logger="coordinator_indexer.ingest"):
+        kinds, seen = synced_with_reader(indexer)
+    assert f"cannot write to {spool}" in caplog.text
+    assert seen and set(kinds) == {"applied"}
+    assert_as_in_line(indexer, make_indexer)
+
+
+def test_no_temporary_folder_means_reading_in_line(
+    chain, client_for, dev_accounts, make_indexer, monkeypatch, caplog
+) -> None:
+    def no_folder(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/tmp")
+
+    play(chain, client_for, dev_accounts[1:])
+    monkeypatch.setattr(readahead.tempfile, "mkdtemp", no_folder)
+    with caplog.at_level(logging.WARNING, logger="coordinator_indexer.ingest"):
+        indexer = make_indexer(max_range=2, **AHEAD)
+        kinds, _ = synced_with_reader(indexer)
+    assert "cannot start the read-ahead process" in caplog.text
+    assert "reading in line from now on" in caplog.text
+    assert set(kinds) == {"applied"} and readers() == []
+    monkeypatch.undo()
+    assert_as_in_line(indexer, make_indexer)
