@@ -86,11 +86,14 @@ class ReaderConfig:
 def config_for(
     w3: Web3, coordinator: str, retry: RetryPolicy, max_range: int, max_events: int
 ) -> ReaderConfig | None:
-    """The child's config for ``w3``'s endpoint; None where the child cannot reach the chain the
-    same way: a provider that is not web3's own HTTPProvider (a subclass may change what it
+    """The child's config for ``w3``'s endpoint; None where reading ahead cannot help: with one
+    core (the two processes would take turns on it), or where the child cannot reach the chain
+    the same way (a provider that is not web3's own HTTPProvider: a subclass may change what it
     sends)."""
     provider = w3.provider
     if type(provider) is not HTTPProvider or provider.endpoint_uri is None:
+        return None
+    if _cores() < 2:
         return None
     timeout = (provider.get_request_kwargs() or {}).get("timeout", 30.0)
     return ReaderConfig(
@@ -101,6 +104,13 @@ def config_for(
         max_range=max_range,
         max_events=max_events,
     )
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from web3 import HTTPProvider, Web3
 
 from coordinator_indexer import readahead
 from coordinator_indexer.fetch import FetchedRange
@@ -250,3 +251,12 @@ def test_no_temporary_folder_means_reading_in_line(
     assert set(kinds) == {"applied"} and readers() == []
     monkeypatch.undo()
     assert_as_in_line(indexer, make_indexer)
+
+
+def test_one_core_or_another_provider_reads_in_line(w3, monkeypatch) -> None:
+    coordinator = "0x" + "11" * 20
+    assert readahead.config_for(w3, coordinator, TEST_RETRY, 2000, 5000) is not None
+    limited = type("Limited", (HTTPProvider,), {})(w3.provider.endpoint_uri)
+    assert readahead.config_for(Web3(limited), coordinator, TEST_RETRY, 2000, 5000) is None
+    monkeypatch.setattr(readahead.os, "sched_getaffinity", lambda pid: {0})
+    assert readahead.config_for(w3, coordinator, TEST_RETRY, 2000, 5000) is None
