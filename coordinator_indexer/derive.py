@@ -471,38 +471,37 @@ def _ring(round_: int, seal: Any, subjects: list[str]) -> RoundSeats | None:
 def recompute_duty_rows(conn: Connection, pairs: set[tuple[int, str]]) -> None:
     """Recomputes the duty rows of these (round, peer) pairs only: what a peer's new votes change
     when the round's seal and subjects are as they were."""
-    s, w, p, v, u = (
-        schema.seals,
-        schema.seal_weights,
-        schema.publications,
-        schema.votes,
-        schema.duties,
-    )
-    by_round: dict[int, list[str]] = defaultdict(list)
-    for round_, peer in pairs:
-        by_round[round_].append(peer)
-    for round_, peers in sorted(by_round.items()):
-        seal = conn.execute(select(s).where(s.c.round == round_)).first()
-        if seal is None:
+    w, v, u = schema.seal_weights, schema.votes, schema.duties
+    rings: dict[int, tuple[bool, RoundSeats | None]] = {}
+    for round_, chunk in round_chunks(pairs):
+        if round_ not in rings:
+            rings[round_] = _sealed_ring(conn, round_)
+        sealed, ring = rings[round_]
+        if not sealed:
             continue  # duties exist for sealed rounds only
-        subjects = list(conn.execute(select(p.c.peer).where(p.c.round == round_)).scalars())
-        ring = _ring(round_, seal, subjects)
-        for chunk in chunks(peers):
-            weights = {
-                row.peer: int(row.weight_wei)
-                for row in conn.execute(select(w).where(w.c.round == round_, w.c.peer.in_(chunk)))
-            }
-            voted: dict[str, dict[str, bool]] = defaultdict(dict)
-            query = select(v.c.subject, v.c.attester, v.c.counted).where(
-                v.c.round == round_, v.c.attester.in_(chunk)
-            )
-            for row in conn.execute(query):
-                voted[row.attester][row.subject] = bool(row.counted)
-            conn.execute(u.delete().where(u.c.round == round_, u.c.peer.in_(chunk)))
-            rows = [
-                _duty_row(round_, ring, peer, weights.get(peer, 0), voted[peer]) for peer in chunk
-            ]
-            execute_many(conn, u.insert(), [row for row in rows if row is not None])
+        weights = {
+            row.peer: int(row.weight_wei)
+            for row in conn.execute(select(w).where(w.c.round == round_, w.c.peer.in_(chunk)))
+        }
+        voted: dict[str, dict[str, bool]] = defaultdict(dict)
+        query = select(v.c.subject, v.c.attester, v.c.counted).where(
+            v.c.round == round_, v.c.attester.in_(chunk)
+        )
+        for row in conn.execute(query):
+            voted[row.attester][row.subject] = bool(row.counted)
+        conn.execute(u.delete().where(u.c.round == round_, u.c.peer.in_(chunk)))
+        rows = [_duty_row(round_, ring, peer, weights.get(peer, 0), voted[peer]) for peer in chunk]
+        execute_many(conn, u.insert(), [row for row in rows if row is not None])
+
+
+def _sealed_ring(conn: Connection, round_: int) -> tuple[bool, RoundSeats | None]:
+    """Whether the round is sealed, and its seat ring (``_ring``)."""
+    s, p = schema.seals, schema.publications
+    seal = conn.execute(select(s).where(s.c.round == round_)).first()
+    if seal is None:
+        return False, None
+    subjects = list(conn.execute(select(p.c.peer).where(p.c.round == round_)).scalars())
+    return True, _ring(round_, seal, subjects)
 
 
 # --------------------------------------------------------------------------------------- peers

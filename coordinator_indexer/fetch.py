@@ -112,6 +112,17 @@ def fetch_range(
     )
 
 
+def next_range_size(size: int, logs: int, max_events: int, max_range: int) -> int:
+    """The next range's size in blocks after a range of ``size`` blocks held ``logs`` logs:
+    halved after a busy one (more than ``max_events``), doubled after a quiet one (under a
+    quarter of it), at most ``max_range``."""
+    if logs > max_events:
+        return max(1, size // 2)
+    if logs < max_events // 4:
+        return min(max_range, size * 2)
+    return size
+
+
 def seal_reads(
     chain: ChainView, events: list[ChainEvent], registered: Callable[[], Iterable[str]]
 ) -> dict[int, SealReads]:

@@ -35,7 +35,7 @@ from web3 import Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
-from coordinator_indexer.fetch import FetchedRange, fetch_range
+from coordinator_indexer.fetch import FetchedRange, fetch_range, next_range_size
 from coordinator_indexer.logs import LogReader
 from coordinator_indexer.readahead import AHEAD, ReadAhead, ReaderGone, ReadFrom, config_for
 from coordinator_indexer.store import BlockRef, IndexerState, Store
@@ -226,7 +226,10 @@ class Indexer:
         )
         result = self._apply(state, head, fetched)
         if result.kind == "applied":
-            self._adapt(result.events)
+            settings = self.settings
+            self.range_size = next_range_size(
+                self.range_size, result.events, settings.max_events, settings.max_range
+            )
         return result
 
     def _apply(self, state: IndexerState, head: int, fetched: FetchedRange | None) -> StepResult:
@@ -285,12 +288,6 @@ class Indexer:
             log.warning("%s; reading in line from now on", exc)
         else:
             log.warning("%s; reading this range in line", exc)
-
-    def _adapt(self, events: int) -> None:
-        if events > self.settings.max_events:
-            self.range_size = max(1, self.range_size // 2)
-        elif events < self.settings.max_events // 4:
-            self.range_size = min(self.settings.max_range, self.range_size * 2)
 
     def _repair(self, state: IndexerState, head: int) -> StepResult:
         kept = self.store.kept_blocks()

@@ -55,7 +55,7 @@ from web3 import HTTPProvider, Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import IndexerError
-from coordinator_indexer.fetch import FetchedRange, fetch_range
+from coordinator_indexer.fetch import FetchedRange, fetch_range, next_range_size
 from coordinator_indexer.logs import LogReader
 from node.chain.errors import ChainError
 from node.chain.rpc import RetryPolicy, connect
@@ -206,10 +206,9 @@ class _Child:
         job.unacked += fetched.logs + 1
         job.registered |= fetched.registered
         job.parent_hash, job.next_start = fetched.last.hash, end + 1
-        if fetched.logs > self.config.max_events:
-            job.size = max(1, job.size // 2)
-        elif fetched.logs < self.config.max_events // 4:
-            job.size = min(self.config.max_range, job.size * 2)
+        job.size = next_range_size(
+            job.size, fetched.logs, self.config.max_events, self.config.max_range
+        )
         if job.next_start > job.until:
             self.job = None
 
