@@ -12,7 +12,7 @@ Modules, one concern each:
 - ``bulk``        many rows through one statement, without SQLAlchemy's per-row work
 - ``store``       the database: cursor, one transaction per applied range, rollbacks
 - ``chainview``   head and block headers; ``fetch``: one block range read into rows
-- ``readahead``   the next ranges read in a child process while the database takes the current
+- ``readahead``   the next ranges read by reader processes while the database takes the current
 - ``ingest``      the reorg-safe ingestion loop
 - ``queries``     read-side SQL; ``models``: the API's response models; ``api``: the FastAPI app
 - ``progress``    progress lines; ``service``: ingestion + HTTP server threads; ``cli``: the command

@@ -82,9 +82,9 @@ def _ingest_options(command: click.Command) -> click.Command:
             type=click.IntRange(min=0),
             default=32,
             show_default=True,
-            help="Blocks behind the head from which a second process reads the next ranges "
-            "while the database takes the current ones (faster catch-up on two or more cores); "
-            "0 reads in line.",
+            help="Blocks behind the head from which reader processes (one per core, at most "
+            "four) read the next ranges while the database takes the current ones (faster "
+            "catch-up on two or more cores); 0 reads in line.",
         ),
         click.option(
             "--poll-interval",

@@ -7,8 +7,10 @@ at the seal's block; then it turns them into rows (``records_of``). It returns N
 does not hang together (the window's headers do not link by parent hash, a log's block hash is not
 its header's, a block is missing): the chain moved while it was read, and the caller starts over.
 
-It touches no database, so the indexer runs it in its own process (``readahead``) while the
-database takes the range before, as well as in line (``ingest``).
+It touches no database, so the indexer runs it in its reader processes (``readahead``) while the
+database takes the ranges before, as well as in line (``ingest``). A reader reading ahead does not
+know every peer registered before its range (the range before may still be in another reader's
+hands): ``fill_seal_reads`` reads, at the seal's block, the weights of the peers it did not ask.
 """
 
 from __future__ import annotations
@@ -21,9 +23,27 @@ from typing import Any
 from coordinator_indexer import schema
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.logs import LogReader
-from coordinator_indexer.records import Records, SealReads, Touched, records_of, unstorable
+from coordinator_indexer.records import (
+    Records,
+    SealReads,
+    Touched,
+    records_of,
+    seal_weight_rows,
+    unstorable,
+)
 from coordinator_indexer.store import BlockRef
 from node.chain.events import ChainEvent, PeerRegistered, RoundSealed
+
+
+@dataclass
+class SealAsked:
+    """A seal of a fetched range and the peers whose weights were read for it."""
+
+    round: int
+    block_number: int
+    block_hash: str
+    position: tuple[int, int]
+    asked: set[str]
 
 
 @dataclass
@@ -39,7 +59,8 @@ class FetchedRange:
     touched: Touched
     logs: int
     refused: int
-    registered: set[str] = field(default_factory=set)
+    registered: dict[str, tuple[int, int]] = field(default_factory=dict)  # peer -> position
+    seals: list[SealAsked] = field(default_factory=list)
     parts: int = 1  # ranges read to make this one
 
     @property
@@ -70,6 +91,7 @@ class FetchedRange:
         self.logs += after.logs
         self.refused += after.refused
         self.registered |= after.registered
+        self.seals.extend(after.seals)
         self.parts += after.parts
 
 
@@ -99,7 +121,8 @@ def fetch_range(
     known = {b.number: b.hash for b in (*window, first, last)}
     if any(e.block_hash != known.get(e.block_number, e.block_hash) for e in (*events, *refused)):
         return None
-    records = records_of(events, seal_reads(chain, events, registered), refused)
+    reads = seal_reads(chain, events, registered)
+    records = records_of(events, reads, refused)
     return FetchedRange(
         first=first,
         last=last,
@@ -108,8 +131,33 @@ def fetch_range(
         touched=records.touched,
         logs=len(events) + len(refused),
         refused=len(refused),
-        registered={e.peer for e in events if isinstance(e, PeerRegistered)},
+        registered={e.peer: e.position for e in events if isinstance(e, PeerRegistered)},
+        seals=[
+            SealAsked(
+                e.round, e.block_number, e.block_hash, e.position, set(reads[e.round].weights)
+            )
+            for e in events
+            if isinstance(e, RoundSealed) and e.round in reads
+        ],
     )
+
+
+def fill_seal_reads(chain: ChainView, fetched: FetchedRange, registered: set[str]) -> int:
+    """Reads, for each seal of ``fetched``, the weights of the peers registered before it that
+    its reader did not ask (``registered``: the peers registered before the range), and adds
+    their rows. Returns how many weights were read."""
+    read = 0
+    for seal in fetched.seals:
+        before = {peer for peer, at in fetched.registered.items() if at < seal.position}
+        missing = sorted((registered | before) - seal.asked)
+        if not missing:
+            continue
+        weights = chain.seal_reads(seal.round, missing, seal.block_hash).weights
+        rows = seal_weight_rows(seal.round, seal.block_number, weights)
+        fetched.rows.setdefault(schema.seal_weights.name, []).extend(rows)
+        seal.asked.update(missing)
+        read += len(missing)
+    return read
 
 
 def next_range_size(size: int, logs: int, max_events: int, max_range: int) -> int:

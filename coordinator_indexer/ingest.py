@@ -35,9 +35,9 @@ from web3 import Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.errors import DeploymentMismatch, IndexerError, ReorgTooDeep
-from coordinator_indexer.fetch import FetchedRange, fetch_range, next_range_size
+from coordinator_indexer.fetch import FetchedRange, fetch_range, fill_seal_reads, next_range_size
 from coordinator_indexer.logs import LogReader
-from coordinator_indexer.readahead import AHEAD, ReadAhead, ReaderGone, ReadFrom, config_for
+from coordinator_indexer.readahead import MERGED, ReadAhead, ReaderGone, ReadFrom, config_for
 from coordinator_indexer.store import BlockRef, IndexerState, Store
 from node.chain.deployment import Deployment
 from node.chain.errors import RetryableChainError
@@ -60,8 +60,8 @@ class IngestSettings:
     poll_interval: float = 1.0
     """Seconds between polls once caught up with the head."""
     read_ahead: int = 32
-    """Blocks behind the head from which a child process reads the next ranges while the
-    database takes the current ones (``readahead``); 0: always read in line."""
+    """Blocks behind the head from which reader processes (one per core) read the next ranges
+    while the database takes the current ones (``readahead``); 0: always read in line."""
 
     def __post_init__(self) -> None:
         if self.confirmations < 0:
@@ -121,7 +121,7 @@ class Indexer:
         self._ahead_failures = 0
 
     def close(self) -> None:
-        """Ends the read-ahead process, if one runs (the store is the caller's to close)."""
+        """Ends the read-ahead processes, if they run (the store is the caller's to close)."""
         if self._ahead is not None:
             self._ahead.close()
             self._ahead = None
@@ -165,7 +165,7 @@ class Indexer:
         return state
 
     def _start_reader(self) -> ReadAhead:
-        """The read-ahead process, started unless one was (a dead one is reported by ``take``)."""
+        """The read-ahead processes, started unless they were (a dead one is reported by ``take``)."""
         assert self._ahead_config is not None
         if self._ahead is None:
             self._ahead = ReadAhead(self._ahead_config)
@@ -251,7 +251,7 @@ class Indexer:
         return StepResult("applied", fetched.end, head, events=fetched.logs, blocks=blocks)
 
     def _reads_ahead(self, state: IndexerState, head: int) -> bool:
-        """Whether this step takes its range from the read-ahead process: far enough behind the
+        """Whether this step takes its range from the read-ahead processes: far enough behind the
         head, or already reading there."""
         if self._ahead_config is None or self.settings.read_ahead == 0:
             return False
@@ -271,11 +271,13 @@ class Indexer:
                 keep_from=head - self.settings.confirmations,
                 registered=self.store.registered_peers,
             )
-            fetched = self._start_reader().take(read, max_logs=AHEAD * self.settings.max_events)
+            fetched = self._start_reader().take(read, max_logs=MERGED * self.settings.max_events)
         except ReaderGone as exc:
             self._reader_failed(exc)
             return None
         self._ahead_failures = 0
+        if fetched is not None and fetched.seals:
+            fill_seal_reads(self.chain, fetched, self.store.registered_peers())
         return self._apply(state, head, fetched)
 
     def _reader_failed(self, exc: ReaderGone) -> None:

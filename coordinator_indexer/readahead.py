@@ -1,37 +1,48 @@
-"""Reading the chain ahead of the database, in a child process.
+"""Reading the chain ahead of the database, in reader processes.
 
 Reading a range (``fetch.fetch_range``: eth_getLogs, decoding, seal reads, rows) is pure Python
-work about twice as long as writing it, so in line the indexer's database waits for the reader
-and the reader for the database. Here a child process reads the ranges after the cursor while the
-parent writes the ones it has; when the parent is ready for more, it takes every range that
-arrived meanwhile as one (coalesced: fewer, larger transactions when the database is the slower
-side). Nothing else changes: each range was checked to hang together as it was read (fetch), the
-ranges link up by parent hash, and the parent checks the first against its cursor before it
-applies them, exactly as ``ingest`` does in line.
+work two to three times as long as writing it, so in line the indexer's database waits for the
+reader and the reader for the database. Here reader processes (one per core, at most
+``MAX_READERS``) read the ranges after the cursor, side by side, while the parent writes the ones
+it has; when the parent is ready for more, it takes the next range and every one after it that
+has arrived, as one (fewer, larger transactions when the database is the slower side). Nothing
+else changes: each range was checked to hang together as it was read (fetch), the parent checks
+that each links to the one before by parent hash and the first to its cursor before it applies
+them, exactly as ``ingest`` does in line.
 
-The child is ``python -m coordinator_indexer.readahead`` (started with
+The parent hands out the ranges, in block order, to the reader with the fewest in hand. Sizes
+follow ``ingest``'s rule (halved after a range with more than ``max_events`` logs, doubled after
+quiet ones), from one block at first so that the parent has work at once. At most ``IN_HAND``
+ranges per reader are handed out and not yet taken: memory stays bounded however far behind the
+database is.
+
+A seal's rows need the weight of every peer registered before it, and the ranges before it may
+still be in other readers' hands. Each range is handed out with the peers registered up to the
+last block of which every range has come back; a reader whose range holds a seal reads the
+registrations after that block itself (eth_getLogs of PeerRegistered alone). The parent checks,
+as it takes a range, that no weight is missing (``fetch.fill_seal_reads``).
+
+A reader is ``python -m coordinator_indexer.readahead SPOOL`` (started with
 ``node.local.children.spawn``: it dies with its parent, however the parent ends), with its own
-RPC connection; ``ReadAhead.close`` ends it with the indexer. Messages, pickled over its stdin and
-stdout (its prints go to stderr):
+RPC connection; ``ReadAhead.close`` ends the readers with the indexer. Messages, pickled over each
+reader's stdin and stdout (its prints go to stderr):
 
-    parent -> child   ReaderConfig                   first, once
-                      ("read", generation, start, parent_hash, until, keep_from, registered)
-                      ("ack", generation, logs)      the parent took ranges worth ``logs`` logs
+    parent -> reader  ReaderConfig                        first, once
+                      ("read", generation, start, end, keep_from, peers, known_through)
+                                                          peers: new to this reader, registered
+                                                          up to block known_through
                       ("stop",)
-    child -> parent   ("range", generation, path, logs)  a FetchedRange, pickled in ``path``
-                      ("retry", generation)          the chain moved under the read: start over
-                      ("failed", generation, exc)    an error the parent raises as its own
-                      ("broken", generation, why)    the spool cannot be written: read in line
+    reader -> parent  ("range", generation, start, path, logs, peers)  a FetchedRange, pickled
+                                                          in ``path``; peers: registered in it
+                      ("retry", generation, start)        the chain moved under the read
+                      ("failed", generation, start, exc)  an error the parent raises as its own
+                      ("broken", generation, start, why)  the spool cannot be written
 
-A range travels as a file in the reader's spool folder (a private temporary folder, removed with
-the reader; one left by a killed indexer is removed by the next), not down the pipe: a pipe holds
-64 KiB, so a range of megabytes would wait on the parent to drain it, and the parent is busy
-writing the range before.
-
-A generation reads ``[start, until]``: ranges sized like ``ingest``'s (halved after one with more
-than ``max_events`` logs, doubled after quiet ones), starting from one block so that the parent
-has work at once. At most ``AHEAD`` x ``max_events`` logs wait unacknowledged: memory stays
-bounded however far behind the database is.
+A range travels as a file in the readers' spool folder (a private temporary folder, removed with
+them; one left by a killed indexer is removed by the next), not down the pipe: a pipe holds 64 KiB,
+so a range of megabytes would wait on the parent to drain it, and the parent is busy writing the
+range before. A new generation (a read from elsewhere: after a reorg, a retry) drops the ranges
+of the old one, read or not.
 """
 
 from __future__ import annotations
@@ -45,9 +56,10 @@ import subprocess
 import sys
 import tempfile
 import weakref
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -58,22 +70,25 @@ from coordinator_indexer.errors import IndexerError
 from coordinator_indexer.fetch import FetchedRange, fetch_range, next_range_size
 from coordinator_indexer.logs import LogReader
 from node.chain.errors import ChainError
+from node.chain.events import PeerRegistered
 from node.chain.rpc import RetryPolicy, connect
 from node.local.children import spawn, stop
 
 log = logging.getLogger(__name__)
 
-AHEAD = 8  # unacknowledged logs the child may hold, in units of max_events
+MAX_READERS = 4
+IN_HAND = 3  # ranges per reader handed out and not yet taken
+MERGED = 8  # a take merges ranges up to this many times max_events logs
 _SPOOL_PREFIX = "swarm-indexer-read-ahead-"
 
 
 class ReaderGone(IndexerError):
-    """The read-ahead process ended or stopped answering (the caller reads in line instead)."""
+    """A reader process ended or stopped answering (the caller reads in line instead)."""
 
 
 @dataclass(frozen=True)
 class ReaderConfig:
-    """What the child needs to reach the chain on its own."""
+    """What a reader needs to reach the chain on its own, and how many readers to start."""
 
     rpc_url: str
     rpc_timeout: float
@@ -81,19 +96,21 @@ class ReaderConfig:
     retry: RetryPolicy
     max_range: int
     max_events: int
+    readers: int = 1
 
 
 def config_for(
     w3: Web3, coordinator: str, retry: RetryPolicy, max_range: int, max_events: int
 ) -> ReaderConfig | None:
-    """The child's config for ``w3``'s endpoint; None where reading ahead cannot help: with one
-    core (the two processes would take turns on it), or where the child cannot reach the chain
-    the same way (a provider that is not web3's own HTTPProvider: a subclass may change what it
-    sends)."""
+    """The readers' config for ``w3``'s endpoint, one reader per core; None where reading ahead
+    cannot help: with one core (the processes would take turns on it), or where a reader cannot
+    reach the chain the same way (a provider that is not web3's own HTTPProvider: a subclass may
+    change what it sends)."""
     provider = w3.provider
     if type(provider) is not HTTPProvider or provider.endpoint_uri is None:
         return None
-    if _cores() < 2:
+    cores = _cores()
+    if cores < 2:
         return None
     timeout = (provider.get_request_kwargs() or {}).get("timeout", 30.0)
     return ReaderConfig(
@@ -103,6 +120,7 @@ def config_for(
         retry=retry,
         max_range=max_range,
         max_events=max_events,
+        readers=min(cores, MAX_READERS),
     )
 
 
@@ -115,9 +133,9 @@ def _cores() -> int:
 
 @dataclass(frozen=True)
 class ReadFrom:
-    """A read for the child: blocks ``start`` (whose parent is ``parent_hash``) to ``until``,
+    """A read for the readers: blocks ``start`` (whose parent is ``parent_hash``) to ``until``,
     the headers from ``keep_from`` on kept; ``registered()``: the peers registered before
-    ``start`` (asked only when a new read starts)."""
+    ``start`` (asked when a new read starts, and when a seal lacks weights)."""
 
     start: int
     parent_hash: str
@@ -126,20 +144,18 @@ class ReadFrom:
     registered: Callable[[], set[str]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Job:
     generation: int
-    next_start: int
-    parent_hash: str
-    until: int
+    start: int
+    end: int
     keep_from: int
-    registered: set[str]
-    size: int = 1
-    unacked: int = 0
+    peers: list[str]
+    known_through: int
 
 
-class _Child:
-    """The child's side: reads what it is told, one range at a time."""
+class _Reader:
+    """A reader process's side: reads the ranges it is handed, in order."""
 
     def __init__(
         self, inbox: Connection, outbox: Connection, config: ReaderConfig, spool: Path
@@ -150,67 +166,69 @@ class _Child:
         self.reader = LogReader(
             w3, config.coordinator, max_chunk=config.max_range, retry=config.retry
         )
-        self.job: _Job | None = None
+        self.registrations = LogReader(
+            w3, config.coordinator, max_chunk=config.max_range, retry=config.retry
+        )
+        self.jobs: deque[_Job] = deque()
+        self.generation = -1
+        self.registered: set[str] = set()
 
     def serve(self) -> None:
         while True:
-            if self.job is None or self._held_back():
+            if not self.jobs:
                 self._handle(self.inbox.recv())  # EOFError when the parent is gone
-                continue
             while self.inbox.poll():
                 self._handle(self.inbox.recv())
-            if self.job is not None and not self._held_back():
-                self._read_next(self.job)
-
-    def _held_back(self) -> bool:
-        assert self.job is not None
-        return self.job.unacked > AHEAD * self.config.max_events
+            if self.jobs:
+                self._read(self.jobs.popleft())
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         if message[0] == "stop":
             raise EOFError
         if message[0] == "read":
-            _, generation, start, parent_hash, until, keep_from, registered = message
-            self.job = _Job(generation, start, parent_hash, until, keep_from, set(registered))
-        elif message[0] == "ack" and self.job is not None and message[1] == self.job.generation:
-            self.job.unacked -= message[2]
+            job = _Job(*message[1:])
+            if job.generation > self.generation:  # the older generation's ranges are dropped
+                self.jobs.clear()
+                self.generation, self.registered = job.generation, set()
+            if job.generation == self.generation:
+                self.jobs.append(job)
 
-    def _read_next(self, job: _Job) -> None:
-        end = min(job.until, job.next_start + job.size - 1)
+    def _read(self, job: _Job) -> None:
+        self.registered.update(job.peers)
+        where = (job.generation, job.start)
         try:
             fetched = fetch_range(
                 self.chain,
                 self.reader,
-                job.next_start,
-                end,
+                job.start,
+                job.end,
                 keep_from=job.keep_from,
-                registered=lambda: job.registered,
+                registered=lambda: self._registered_before(job),
             )
         except Exception as exc:  # noqa: BLE001 - every error goes to the parent, which decides
-            self.outbox.send(("failed", job.generation, _portable(exc)))
-            self.job = None
+            self.outbox.send(("failed", *where, _portable(exc)))
             return
-        if fetched is None or fetched.first.parent_hash != job.parent_hash:
-            self.outbox.send(("retry", job.generation))
-            self.job = None
+        if fetched is None:
+            self.outbox.send(("retry", *where))
             return
-        path = self.spool / f"{job.generation}-{job.next_start}.range"
+        path = self.spool / f"{job.generation}-{job.start}.range"
         try:
             with path.open("wb") as file:
                 pickle.dump(fetched, file, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError as exc:  # a full disk, say: the parent reads in line instead
-            self.outbox.send(("broken", job.generation, f"cannot write to {self.spool}: {exc}"))
-            self.job = None
+            self.outbox.send(("broken", *where, f"cannot write to {self.spool}: {exc}"))
             return
-        self.outbox.send(("range", job.generation, str(path), fetched.logs))
-        job.unacked += fetched.logs + 1
-        job.registered |= fetched.registered
-        job.parent_hash, job.next_start = fetched.last.hash, end + 1
-        job.size = next_range_size(
-            job.size, fetched.logs, self.config.max_events, self.config.max_range
+        self.outbox.send(("range", *where, str(path), fetched.logs, sorted(fetched.registered)))
+
+    def _registered_before(self, job: _Job) -> set[str]:
+        """The peers registered before the job's range: those the parent told of, and those of
+        the blocks between the last it knew of and the range."""
+        if job.known_through + 1 >= job.start:
+            return self.registered
+        events = self.registrations.read(
+            job.known_through + 1, job.start - 1, events=[PeerRegistered]
         )
-        if job.next_start > job.until:
-            self.job = None
+        return self.registered | {e.peer for e in events if isinstance(e, PeerRegistered)}
 
 
 def _portable(exc: Exception) -> Exception:
@@ -224,157 +242,242 @@ def _portable(exc: Exception) -> Exception:
 
 
 def main() -> None:
-    """The child: ``python -m coordinator_indexer.readahead SPOOL`` (started by ``ReadAhead``)."""
+    """A reader: ``python -m coordinator_indexer.readahead SPOOL`` (started by ``ReadAhead``)."""
     inbox = Connection(os.dup(0), writable=False)
     outbox = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)  # a stray print must not corrupt the channel
     try:
         config = inbox.recv()
-        _Child(inbox, outbox, config, Path(sys.argv[1])).serve()
+        _Reader(inbox, outbox, config, Path(sys.argv[1])).serve()
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the parent is gone or stopping
 
 
+@dataclass
+class _Channel:
+    """The parent's end of one reader: its process, its pipes, the ranges in its hands, and the
+    peers it was told of in this generation."""
+
+    process: subprocess.Popen[bytes]
+    to_reader: Connection
+    from_reader: Connection
+    in_hand: int = 0
+    told: int = 0  # how many of ReadAhead._registered it was sent
+
+    def send(self, message: Any) -> None:
+        self.to_reader.send(message)
+
+
+@dataclass
+class _Generation:
+    """One read: its ranges handed out (by start: end), and what came back (by start)."""
+
+    number: int
+    until: int
+    keep_from: int
+    next_hand: int  # the next range handed out starts here
+    next_take: int  # the next range taken starts here
+    known_through: int  # every range up to this block has come back
+    handed: dict[int, int] = field(default_factory=dict)
+    came_back: set[int] = field(default_factory=set)  # starts
+    arrived: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    moved: bool = False  # two of its ranges did not link: the chain moved under the read
+
+
 class ReadAhead:
-    """The parent's side: starts the child, asks for ranges, takes what arrived."""
+    """The parent's side: starts the readers, hands out ranges, takes what arrived."""
 
     def __init__(self, config: ReaderConfig) -> None:
         self.config = config
-        self._process: subprocess.Popen[bytes] | None = None
-        self._to_child: Connection | None = None
-        self._from_child: Connection | None = None
-        self._generation = 0
-        self._next_start: int | None = None  # where the current generation's next range starts
-        self._until = -1
-        self._held: tuple[Any, ...] | None = None  # a message left for the next call
+        self._channels: list[_Channel] = []
+        self._generations = 0
+        self._read: _Generation | None = None
+        self._registered: list[str] = []  # registered before the read's start, then as read
+        self._size = 1  # blocks in the next range handed out
+        self._sized = False  # whether a range came back to size the next ones by
         self._finalizer: Callable[[], Any] = lambda: None
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return bool(self._channels) and all(c.process.poll() is None for c in self._channels)
 
     def start(self) -> None:
-        """Starts the child (about half a second of imports, once) and sends it the config;
+        """Starts the readers (about half a second of imports, once) and sends them the config;
         ReaderGone when it cannot (no temporary folder, no process)."""
         _remove_stale_spools()
         try:
             spool = tempfile.mkdtemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-")
-            child_in, to_child = os.pipe()
-            from_child, child_out = os.pipe()
         except OSError as exc:
             raise ReaderGone(f"cannot start the read-ahead process: {exc}") from None
-        try:
-            process = spawn(
-                [sys.executable, "-m", "coordinator_indexer.readahead", spool],
-                stdin=child_in,
-                stdout=child_out,
-            )
-        except OSError as exc:
-            for fd in (to_child, from_child):
-                os.close(fd)
-            shutil.rmtree(spool, ignore_errors=True)
-            raise ReaderGone(f"cannot start the read-ahead process: {exc}") from None
-        finally:
-            os.close(child_in)
-            os.close(child_out)
-        self._process = process
-        self._to_child = Connection(to_child, readable=False)
-        self._from_child = Connection(from_child, writable=False)
-        self._finalizer = weakref.finalize(
-            self, _end, process, self._to_child, self._from_child, spool
-        )
-        self._next_start, self._held = None, None
-        self._send(self.config)
+        channels: list[_Channel] = []
+        self._finalizer = weakref.finalize(self, _end, channels, spool)
+        for _ in range(self.config.readers):
+            try:
+                channels.append(_start_reader(spool))
+            except OSError as exc:
+                self._finalizer()
+                raise ReaderGone(f"cannot start the read-ahead process: {exc}") from None
+        self._channels, self._read = channels, None
+        for channel in channels:
+            self._send(channel, self.config)
 
     def close(self) -> None:
-        """Ends the child (asked to stop, then killed if it does not) and removes its spool."""
-        self._process = self._to_child = self._from_child = None
+        """Ends the readers (asked to stop, then killed if they do not) and removes the spool."""
+        self._channels, self._read = [], None
         self._finalizer()
 
     def reading_from(self, start: int) -> bool:
-        """Whether the child is reading a generation whose next range starts at ``start``."""
-        return self.running and self._next_start == start and start <= self._until
+        """Whether the readers are reading a generation whose next range starts at ``start``."""
+        read = self._read
+        return self.running and read is not None and read.next_take == start <= read.until
 
     def take(self, read: ReadFrom, max_logs: int) -> FetchedRange | None:
         """The ranges read from block ``read.start`` on, as one (at least one range; more if
         they arrived, up to ``max_logs`` logs); None when the chain moved under the read. Starts a
-        new read unless the child is already reading from there. Raises ReaderGone when the child
-        died, and the child's error when its read failed."""
+        new read unless the readers are already reading from there. Raises ReaderGone when a
+        reader died, and a reader's error when its read failed."""
         if not self.running:
-            status = None if self._process is None else self._process.returncode
-            raise ReaderGone(f"the read-ahead process ended (exit status {status})")
-        if self._next_start != read.start or read.start > self._until:
+            codes = [c.process.returncode for c in self._channels]
+            raise ReaderGone(f"the read-ahead process ended (exit status {codes})")
+        if not self.reading_from(read.start):
             self._begin(read)
-        message = self._held or self._get(block=True)
-        self._held = None
-        assert message is not None
-        merged = self._collect(message, max_logs)
-        if merged is not None:
-            self._next_start = merged.end + 1
-            self._send(("ack", self._generation, merged.logs + merged.parts))
+        current = self._read
+        assert current is not None
+        self._hand_out(current)
+        message = self._arrival(current, current.next_take)
+        merged = self._collect(current, message, max_logs)
+        if merged is None or current.moved:
+            self._drop()
+        else:
+            current.next_take = merged.end + 1
+            self._hand_out(current)
         return merged
 
     def _begin(self, read: ReadFrom) -> None:
-        self._generation += 1
-        self._next_start, self._until, self._held = read.start, read.until, None
-        registered = sorted(read.registered())
-        self._send(
-            (
-                "read",
-                self._generation,
-                read.start,
-                read.parent_hash,
-                read.until,
-                read.keep_from,
-                registered,
-            )
+        self._drop()
+        self._generations += 1
+        self._read = _Generation(
+            self._generations, read.until, read.keep_from, read.start, read.start, read.start - 1
         )
+        self._registered = sorted(read.registered())
+        for channel in self._channels:
+            channel.in_hand = channel.told = 0
 
-    def _collect(self, message: tuple[Any, ...], max_logs: int) -> FetchedRange | None:
-        """The range in ``message`` with those queued behind it; raises a failure."""
+    def _drop(self) -> None:
+        """Ends the current generation: what it read and nobody took is removed."""
+        if self._read is not None:
+            for message in self._read.arrived.values():
+                _discard(message)
+        self._read = None
+
+    def _hand_out(self, read: _Generation) -> None:
+        """Hands out ranges until every reader has ``IN_HAND`` not yet taken (or the read's
+        end is handed out)."""
+        while read.next_hand <= read.until:
+            channel = min(self._channels, key=lambda c: c.in_hand)
+            if channel.in_hand >= IN_HAND:
+                return
+            end = min(read.until, read.next_hand + self._size - 1)
+            peers = self._registered[channel.told :]
+            job = (read.number, read.next_hand, end, read.keep_from, peers, read.known_through)
+            self._send(channel, ("read", *job))
+            channel.told, channel.in_hand = len(self._registered), channel.in_hand + 1
+            read.handed[read.next_hand] = end
+            read.next_hand = end + 1
+            if not self._sized:
+                self._size = min(self.config.max_range, self._size * 2)
+
+    def _arrival(self, read: _Generation, start: int) -> tuple[Any, ...]:
+        """What came back for the range starting at ``start`` (waits for it)."""
+        while start not in read.arrived:
+            self._receive(read)
+        return read.arrived.pop(start)
+
+    def _receive(self, read: _Generation, *, block: bool = True) -> None:
+        """Files what the readers sent (the older generations' is dropped); waits for one
+        message at least when ``block``."""
+        pipes = {c.from_reader: c for c in self._channels}
+        for pipe in wait(list(pipes), timeout=None if block else 0):
+            channel = pipes[pipe]  # type: ignore[index]
+            try:
+                message = channel.from_reader.recv()
+            except (EOFError, OSError) as exc:
+                self.close()
+                raise ReaderGone(f"the read-ahead process ended ({type(exc).__name__})") from None
+            if message[1] != read.number:
+                _discard(message)
+                continue
+            channel.in_hand -= 1
+            read.arrived[message[2]] = message
+            read.came_back.add(message[2])
+            while read.known_through + 1 in read.came_back:
+                read.known_through = read.handed[read.known_through + 1]
+            if message[0] == "range":
+                self._registered.extend(message[5])
+                size = read.handed[message[2]] - message[2] + 1
+                max_events, max_range = self.config.max_events, self.config.max_range
+                self._size = next_range_size(size, message[4], max_events, max_range)
+                self._sized = True
+
+    def _collect(
+        self, read: _Generation, message: tuple[Any, ...], max_logs: int
+    ) -> FetchedRange | None:
+        """The range in ``message`` with the ranges that arrived after it; raises a failure."""
         if message[0] == "failed":
-            self._next_start = None
-            raise message[2]
+            self._drop()
+            raise message[3]
         if message[0] == "retry":
-            self._next_start = None
             return None
         if message[0] == "broken":
             self.close()
-            raise ReaderGone(message[2])
-        merged = _load(message[2])
-        while merged.logs < max_logs and merged.end < self._until:
-            following = self._get(block=False)
-            if following is None:
-                break
+            raise ReaderGone(message[3])
+        merged = _load(message[3])
+        self._receive(read, block=False)
+        while merged.logs < max_logs and merged.end + 1 in read.arrived:
+            following = read.arrived[merged.end + 1]
             if following[0] != "range":
-                self._held = following
                 break
-            merged.extend(_load(following[2]))
+            part = _load(read.arrived.pop(merged.end + 1)[3])
+            if part.first.parent_hash != merged.last.hash:  # the chain moved between the reads
+                read.moved = True  # what was merged stands; the next take starts over
+                break
+            merged.extend(part)
         return merged
 
-    def _get(self, *, block: bool) -> tuple[Any, ...] | None:
-        """The next message of the current generation (older ones are dropped); None when none
-        waits and ``block`` is False."""
-        assert self._from_child is not None
+    def _send(self, channel: _Channel, message: Any) -> None:
         try:
-            while block or self._from_child.poll():
-                message = self._from_child.recv()
-                if message[1] == self._generation:
-                    return message
-                if message[0] == "range":
-                    Path(message[2]).unlink(missing_ok=True)
-        except (EOFError, OSError) as exc:
-            self.close()
-            raise ReaderGone(f"the read-ahead process ended ({type(exc).__name__})") from None
-        return None
-
-    def _send(self, message: Any) -> None:
-        assert self._to_child is not None
-        try:
-            self._to_child.send(message)
+            channel.send(message)
         except OSError as exc:
             self.close()
             raise ReaderGone(f"the read-ahead process is gone ({exc})") from None
+
+
+def _start_reader(spool: str) -> _Channel:
+    """A reader process and the parent's ends of its pipes."""
+    reader_in, to_reader = os.pipe()
+    from_reader, reader_out = os.pipe()
+    try:
+        process = spawn(
+            [sys.executable, "-m", "coordinator_indexer.readahead", spool],
+            stdin=reader_in,
+            stdout=reader_out,
+        )
+    except OSError:
+        for fd in (to_reader, from_reader):
+            os.close(fd)
+        raise
+    finally:
+        os.close(reader_in)
+        os.close(reader_out)
+    return _Channel(
+        process, Connection(to_reader, readable=False), Connection(from_reader, writable=False)
+    )
+
+
+def _discard(message: tuple[Any, ...]) -> None:
+    """Removes the file of a range nobody will take."""
+    if message[0] == "range":
+        Path(message[3]).unlink(missing_ok=True)
 
 
 def _load(path: str) -> FetchedRange:
@@ -389,16 +492,16 @@ def _load(path: str) -> FetchedRange:
         Path(path).unlink(missing_ok=True)
 
 
-def _end(
-    process: subprocess.Popen[bytes], to_child: Connection, from_child: Connection, spool: str
-) -> None:
-    """Asks the child to stop, then ends it and removes its spool (also when its ReadAhead is
-    collected unclosed)."""
-    with contextlib.suppress(OSError):
-        to_child.send(("stop",))
-    to_child.close()
-    stop(process, grace=2.0)
-    from_child.close()
+def _end(channels: list[_Channel], spool: str) -> None:
+    """Asks the readers to stop, then ends them and removes the spool (also when their
+    ReadAhead is collected unclosed)."""
+    for channel in channels:
+        with contextlib.suppress(OSError):
+            channel.send(("stop",))
+        channel.to_reader.close()
+    for channel in channels:
+        stop(channel.process, grace=2.0)
+        channel.from_reader.close()
     shutil.rmtree(spool, ignore_errors=True)
 
 

@@ -201,16 +201,19 @@ def _add_seal(records: Records, event: RoundSealed, reads: SealReads) -> None:
         }
     )
     records.rows[schema.seal_weights].extend(
-        {
-            "round": event.round,
-            "peer": peer,
-            "weight_wei": str(weight),
-            "block_number": event.block_number,
-        }
-        for peer, weight in sorted(reads.weights.items())
-        if weight > 0
+        seal_weight_rows(event.round, event.block_number, reads.weights)
     )
     records.touched.rounds.add(event.round)
+
+
+def seal_weight_rows(round_: int, block_number: int, weights: Mapping[str, int]) -> list[dict]:
+    """The ``seal_weights`` rows of a seal of ``round_`` in block ``block_number``: one per peer
+    whose weight is above zero."""
+    return [
+        {"round": round_, "peer": peer, "weight_wei": str(weight), "block_number": block_number}
+        for peer, weight in sorted(weights.items())
+        if weight > 0
+    ]
 
 
 def _add(records: Records, event: ChainEvent) -> None:

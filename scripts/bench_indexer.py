@@ -21,8 +21,8 @@ What it does:
    Transactions are sent in JSON-RPC batches and mined ``--per-block`` at a time.
 2. Ingestion: the same block range read three times: the **baseline** is ``EventReader.read``
    alone (eth_getLogs + decoding, no database); then a fresh indexer syncs it into SQLite, once
-   reading in line (``read_ahead=0``) and once reading ahead in its child process (``read_ahead
-   =1``; ``coordinator_indexer.readahead``). The indexer also reads ``rulesAt`` and every peer's
+   reading in line (``read_ahead=0``) and once reading ahead in its reader processes, one per
+   core (``read_ahead=1``; ``coordinator_indexer.readahead``). The indexer also reads ``rulesAt`` and every peer's
    ``weightAt`` at each seal's block, for committee duties. Reported: events/s of each and their
    ratio to the baseline (what the database, the seal reads, reorg bookkeeping and derived rows
    cost), the fastest of ``--repeats`` measurements of each, and the wall time of each of the
@@ -410,7 +410,7 @@ def best_ingestion(
 def time_phases(indexer: Indexer) -> Iterator[dict[str, float]]:
     """Wraps the indexer's phases so that each adds its wall time to the yielded dict: where
     ingestion goes beyond the baseline's read, without a profiler's distortion. Reading ahead,
-    the read runs in the child process: the parent's share of it is its wait."""
+    the read runs in the reader processes: the parent's share of it is its wait."""
     phases: dict[str, float] = {}
     undo: list[Callable[[], None]] = []
 
@@ -430,7 +430,7 @@ def time_phases(indexer: Indexer) -> Iterator[dict[str, float]]:
     timed(indexer.reader, "read_range", "logs read and decoded")
     timed(indexer.chain, "block", "block headers")
     timed(indexer.chain, "seal_reads", "seal reads (weightAt)")
-    timed(ReadAhead, "take", "waiting for the read-ahead process")
+    timed(ReadAhead, "take", "waiting for the readers")
     timed(indexer.store, "apply_range", "database (rows and derived tables)")
     try:
         yield phases

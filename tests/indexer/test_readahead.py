@@ -1,6 +1,6 @@
-"""Reading ahead in a child process (coordinator_indexer.readahead): it writes exactly what reading
-in line writes, through reorgs under the read, a killed reader and RPC failures, and its process
-ends with the indexer."""
+"""Reading ahead in reader processes (coordinator_indexer.readahead): it writes exactly what reading
+in line writes, through reorgs under the read, a killed reader and RPC failures, and its processes
+end with the indexer."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 from web3 import HTTPProvider, Web3
 
-from coordinator_indexer import readahead
-from coordinator_indexer.fetch import FetchedRange
+from coordinator_indexer import ingest, readahead
+from coordinator_indexer.chainview import ChainView
+from coordinator_indexer.fetch import FetchedRange, fetch_range, fill_seal_reads
 from coordinator_indexer.ingest import Indexer, IngestSettings
+from coordinator_indexer.logs import LogReader
 from coordinator_indexer.records import Touched
 from coordinator_indexer.store import BlockRef
 from node.chain.errors import RpcUnavailable
+from node.chain.events import RoundSealed
 from node.chain.rpc import connect
 from tests.chain.helpers import FlakyProxy
 from tests.chain_fixtures import TEST_RETRY
@@ -118,10 +121,9 @@ def test_a_killed_reader_is_replaced_and_nothing_is_lost(
     chain, client_for, dev_accounts, make_indexer, caplog
 ) -> None:
     play(chain, client_for, dev_accounts[1:])
-    indexer = make_indexer(max_range=2, **AHEAD)  # the range read in line is short: a new
-    assert indexer.step().kind == "applied"  # reader takes over at the next step
-    (reader,) = readers()
-    os.kill(reader, signal.SIGKILL)
+    indexer = make_indexer(max_range=2, **AHEAD)  # the range read in line is short: new
+    assert indexer.step().kind == "applied"  # readers take over at the next step
+    os.kill(readers()[0], signal.SIGKILL)
     with caplog.at_level(logging.WARNING, logger="coordinator_indexer.ingest"):
         kinds, seen = synced_with_reader(indexer)
     assert "read-ahead process ended" in caplog.text
@@ -137,9 +139,9 @@ def test_a_reader_that_keeps_dying_leaves_the_indexer_reading_in_line(
 
     def start_then_die(self) -> None:
         start(self)
-        assert self._process is not None
-        self._process.kill()
-        self._process.wait()
+        for channel in self._channels:
+            channel.process.kill()
+            channel.process.wait()
 
     monkeypatch.setattr(readahead.ReadAhead, "start", start_then_die)
     indexer = make_indexer(max_range=2, **AHEAD)
@@ -157,9 +159,8 @@ def test_an_rpc_failure_in_the_reader_is_raised_as_in_line(
     """Logs the RPC keeps refusing (503, more times than the retry policy tries) fail the step
     with the same error as in line; once the RPC answers, the sync goes on where it was."""
     play(chain, client_for, dev_accounts[1:])
-    failures = TEST_RETRY.attempts
     with FlakyProxy(
-        chain.w3.provider.endpoint_uri, {"eth_getLogs": [503] * failures}
+        chain.w3.provider.endpoint_uri, {"eth_getLogs": [503] * 1000}
     ).running() as proxy:
         indexer = Indexer(
             connect(proxy.url),
@@ -172,6 +173,7 @@ def test_an_rpc_failure_in_the_reader_is_raised_as_in_line(
         with pytest.raises(RpcUnavailable, match="503|unavailable|HTTP"):
             indexer.sync()
         assert indexer.store.state().cursor_block < chain.w3.eth.block_number
+        proxy.plan.clear()  # the RPC answers again
         kinds, seen = synced_with_reader(indexer)
         assert seen and set(kinds) == {"applied"}
         assert_as_in_line(indexer, make_indexer)
@@ -185,7 +187,10 @@ def test_the_reader_ends_with_the_indexer(
     play(chain, client_for, dev_accounts[1:], phases=2)
     indexer = make_indexer(**AHEAD)
     indexer.step()
-    assert len(readers()) == 1
+    assert (
+        len(readers())
+        == readahead.config_for(w3, deployment.coordinator, TEST_RETRY, 2000, 5000).readers
+    )
     spools = list(Path(tempfile.gettempdir()).glob("swarm-indexer-read-ahead-*"))
     assert spools
     indexer.close()
@@ -196,7 +201,7 @@ def test_the_reader_ends_with_the_indexer(
     dropped = Indexer(w3, deployment, open_store(sqlite_url("dropped")), settings, retry=TEST_RETRY)
     dropped.prepare()
     dropped.step()
-    assert len(readers()) == 1
+    assert readers()
     del dropped
     gc.collect()
     wait_for(lambda: readers() == [], what="the dropped indexer's reader to end")
@@ -260,3 +265,59 @@ def test_one_core_or_another_provider_reads_in_line(w3, monkeypatch) -> None:
     assert readahead.config_for(Web3(limited), coordinator, TEST_RETRY, 2000, 5000) is None
     monkeypatch.setattr(readahead.os, "sched_getaffinity", lambda pid: {0})
     assert readahead.config_for(w3, coordinator, TEST_RETRY, 2000, 5000) is None
+
+
+def test_readers_handed_ranges_before_the_registrations_come_back_ask_every_weight(
+    chain, client_for, dev_accounts, make_indexer, monkeypatch
+) -> None:
+    """Every range handed out at once (the seals' ranges before those of the registrations have
+    come back): the readers read the registrations in between themselves, so that the parent has
+    no weight left to read, and the tables are those of reading in line."""
+    play(chain, client_for, dev_accounts[1:])
+    monkeypatch.setattr(readahead, "IN_HAND", 1000)
+    filled: list[int] = []
+    fill = ingest.fill_seal_reads
+    monkeypatch.setattr(
+        ingest, "fill_seal_reads", lambda *args: filled.append(fill(*args)) or filled[-1]
+    )
+    indexer = make_indexer(**AHEAD)
+    kinds, seen = synced_with_reader(indexer)
+    assert seen and set(kinds) == {"applied"}
+    assert filled and set(filled) == {0}  # the seals were taken, and nothing was missing
+    assert_as_in_line(indexer, make_indexer)
+
+
+def test_the_weights_a_reader_did_not_ask_are_read_when_its_range_is_taken(
+    chain, client_for, dev_accounts, w3, deployment
+) -> None:
+    swarm = play(chain, client_for, dev_accounts[1:])
+    view = ChainView(w3, deployment.coordinator, retry=TEST_RETRY)
+    reader = LogReader(w3, deployment.coordinator)
+    head = w3.eth.block_number
+    (seal, *_) = [e for e in reader.read(1, head) if isinstance(e, RoundSealed)]
+    everyone = {swarm.address(name) for name in swarm.clients}
+
+    def seal_block(registered: set[str]) -> FetchedRange:
+        fetched = fetch_range(
+            view,
+            reader,
+            seal.block_number,
+            seal.block_number,
+            keep_from=head,
+            registered=lambda: registered,
+        )
+        assert fetched is not None
+        return fetched
+
+    complete = seal_block(everyone)
+    partial = seal_block({swarm.address("alice")})
+    assert len(partial.rows["seal_weights"]) == 1 < len(complete.rows["seal_weights"])
+    assert fill_seal_reads(view, partial, everyone) == len(everyone) - 1
+    assert sorted(map(sorted_items, partial.rows["seal_weights"])) == sorted(
+        map(sorted_items, complete.rows["seal_weights"])
+    )
+    assert fill_seal_reads(view, partial, everyone) == 0  # asked once
+
+
+def sorted_items(row: dict) -> tuple:
+    return tuple(sorted(row.items()))
