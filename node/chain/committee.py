@@ -116,6 +116,7 @@ class RoundSeats:
         points = {(subject_point(beacon, s), s) for s in subjects}
         self._ring = sorted(points, key=lambda point: point[0])
         self._points = [point for point, _ in self._ring]
+        self._starts: dict[str, int] = {}  # attester -> its point, hashed once per ring
 
     def of(self, attester: str, weight: int, order: Sequence[str] | None = None) -> list[str]:
         """The subjects ``attester`` (weight ``weight``) is seated on: the arc of the ring after
@@ -127,7 +128,9 @@ class RoundSeats:
         if threshold is None:
             arc = self._ring
         else:
-            start = attester_point(self.beacon, attester)
+            start = self._starts.get(attester)
+            if start is None:
+                start = self._starts[attester] = attester_point(self.beacon, attester)
             arc = self._arc(start, threshold)
         seated = {subject for _, subject in arc if _address_word(subject) != own}
         if order is None:
