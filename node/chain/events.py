@@ -26,6 +26,7 @@ from web3.exceptions import Web3RPCError
 from web3.types import RPCEndpoint
 
 from node.chain.abi import abi_type_string, load_abi, snake_case
+from node.chain.abi_words import WORD, LooseWord, word_decoder
 from node.chain.errors import RpcError, RpcUnavailable
 from node.chain.models import (
     Address,
@@ -325,8 +326,47 @@ class _EventSpec:
         self.round_topic = indexed.index("round") + 1 if "round" in indexed else None
         peer_names = [n for n in ("peer", "subject", "attester") if n in indexed]
         self.peer_topic = indexed.index(peer_names[0]) + 1 if peer_names else None
+        self.topic_count = len(indexed) + 1
+        self.data_size = WORD * (len(self.inputs) - len(indexed))
+        words = [word_decoder(abi_type) for _, abi_type, _ in self.inputs]
+        self.words = None if None in words else words  # every input one word: no eth_abi
 
     def decode(self, log: Any) -> ChainEvent:
+        fields = self.word_fields(log) if self.words is not None else None
+        if fields is None:
+            fields = self.abi_fields(log)
+        return self.cls(
+            block_number=log["blockNumber"],
+            block_hash="0x" + bytes(log["blockHash"]).hex(),
+            tx_hash="0x" + bytes(log["transactionHash"]).hex(),
+            log_index=log["logIndex"],
+            **fields,
+        )
+
+    def word_fields(self, log: Any) -> dict[str, Any] | None:
+        """The event's values read word by word (``abi_words``); None where eth_abi must decide
+        (a topic or data length other than the event's, a word it refuses)."""
+        assert self.words is not None
+        topics, data = log["topics"], bytes(log["data"])
+        if len(topics) != self.topic_count or len(data) != self.data_size:
+            return None
+        fields, topic, offset = {}, 1, 0
+        try:
+            for (name, abi_type, is_indexed), decode in zip(self.inputs, self.words, strict=True):
+                if is_indexed:
+                    word = bytes(topics[topic])
+                    topic += 1
+                    if len(word) != WORD:
+                        return None
+                else:
+                    word, offset = data[offset : offset + WORD], offset + WORD
+                fields[name] = _python_value(self.name, name, abi_type, decode(word))
+        except LooseWord:
+            return None
+        return fields
+
+    def abi_fields(self, log: Any) -> dict[str, Any]:
+        """The event's values decoded by eth_abi (raises on what it refuses)."""
         topics = iter(log["topics"][1:])
         # a string is decoded as its bytes (the same encoding), then as lenient UTF-8 (below)
         data_types = [_as_bytes(t) for _, t, is_indexed in self.inputs if not is_indexed]
@@ -337,13 +377,7 @@ class _EventSpec:
                 abi_decode([abi_type], bytes(next(topics)))[0] if is_indexed else next(data_values)
             )
             fields[name] = _python_value(self.name, name, abi_type, value)
-        return self.cls(
-            block_number=log["blockNumber"],
-            block_hash="0x" + bytes(log["blockHash"]).hex(),
-            tx_hash="0x" + bytes(log["transactionHash"]).hex(),
-            log_index=log["logIndex"],
-            **fields,
-        )
+        return fields
 
 
 def _as_bytes(abi_type: str) -> str:
