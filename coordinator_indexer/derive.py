@@ -294,7 +294,8 @@ def recompute_verdicts(
     changes = []
     for round_, subjects in round_chunks(batches):
         votes: dict[str, list[Any]] = defaultdict(list)
-        for row in conn.execute(select(v).where(v.c.round == round_, v.c.subject.in_(subjects))):
+        query = select(*_VOTE_COLUMNS).where(v.c.round == round_, v.c.subject.in_(subjects))
+        for row in conn.execute(query):
             votes[row.subject].append(row)
         outcomes = {
             row.subject: settlement_outcome(row.outcome)
@@ -322,10 +323,25 @@ def verdict_of_new_batch(claimed: int, maximum: int) -> dict[str, Any]:
     return {**_verdict([], None, claimed, maximum), "evidence": 0}
 
 
+#: What a batch's verdict is made of, of each of its votes.
+_VOTE_COLUMNS = tuple(
+    schema.votes.c[name]
+    for name in ("subject", "verified_milli", "weight_wei", "is_flag", "counted")
+)
+#: What a batch adds to its publisher's totals is made of (``advance``), and its claim.
+_SHARE_COLUMNS = (
+    "round", "peer", "claimed_milli", "claimed_in_range", "verified_in_range", "verified",
+    "verified_milli", "settled", "flags",
+)  # fmt: skip
+
+
 def _published(conn: Connection, round_: int, peers: list[str]) -> dict[str, Any]:
-    """The publication rows of ``peers``' batches of ``round_`` that were published."""
+    """The publication rows (the columns of ``_SHARE_COLUMNS``) of ``peers``' batches of
+    ``round_`` that were published."""
     p = schema.publications
-    query = select(p).where(p.c.round == round_, p.c.peer.in_(peers))
+    query = select(*(p.c[name] for name in _SHARE_COLUMNS)).where(
+        p.c.round == round_, p.c.peer.in_(peers)
+    )
     return {row.peer: row for row in conn.execute(query)}
 
 
