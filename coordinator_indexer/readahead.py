@@ -29,19 +29,22 @@ reader's stdin and stdout (its prints go to stderr):
 
     parent -> reader  ReaderConfig                        first, once
                       ("read", generation, start, end, keep_from, peers, known_through)
-                                                          peers: new to this reader, registered
-                                                          up to block known_through
+                                                          peers: a file of the peers new to
+                                                          this reader, registered up to block
+                                                          known_through (None: none)
                       ("stop",)
     reader -> parent  ("range", generation, start, path, logs, peers)  a FetchedRange, pickled
-                                                          in ``path``; peers: registered in it
+                                                          in ``path``; peers: a file of the peers
+                                                          registered in it (None: none)
                       ("retry", generation, start)        the chain moved under the read
                       ("failed", generation, start, exc)  an error the parent raises as its own
                       ("broken", generation, start, why)  the spool cannot be written
 
-A range travels as a file in the readers' spool folder (a private temporary folder, removed with
-them; one left by a killed indexer is removed by the next), not down the pipe: a pipe holds 64 KiB,
-so a range of megabytes would wait on the parent to drain it, and the parent is busy writing the
-range before. A new generation (a read from elsewhere: after a reorg, a retry) drops the ranges
+A range, and a list of peers, travels as a file in the readers' spool folder (a private temporary
+folder, removed with them; one left by a killed indexer is removed by the next), not down the pipe:
+a pipe holds 64 KiB, so a range of megabytes would wait on the parent to drain it while the parent
+is busy writing the range before, and ten thousand peers sent each way would leave the parent and
+a reader each waiting for the other to read. A message is a few hundred bytes. A new generation (a read from elsewhere: after a reorg, a retry) drops the ranges
 of the old one, read or not.
 """
 
@@ -80,6 +83,7 @@ MAX_READERS = 4
 IN_HAND = 3  # ranges per reader handed out and not yet taken
 MERGED = 8  # a take merges ranges up to this many times max_events logs
 _SPOOL_PREFIX = "swarm-indexer-read-ahead-"
+_MESSAGE_BYTES = 4096  # the most an error sent down a pipe takes (everything else is smaller)
 
 
 class ReaderGone(IndexerError):
@@ -150,7 +154,7 @@ class _Job:
     start: int
     end: int
     keep_from: int
-    peers: list[str]
+    peers: str | None  # a file
     known_through: int
 
 
@@ -188,14 +192,20 @@ class _Reader:
         if message[0] == "read":
             job = _Job(*message[1:])
             if job.generation > self.generation:  # the older generation's ranges are dropped
+                for dropped in self.jobs:
+                    _remove(dropped.peers)
                 self.jobs.clear()
                 self.generation, self.registered = job.generation, set()
             if job.generation == self.generation:
                 self.jobs.append(job)
 
     def _read(self, job: _Job) -> None:
-        self.registered.update(job.peers)
         where = (job.generation, job.start)
+        try:
+            self.registered.update(_read_peers(job.peers))
+        except OSError as exc:
+            self.outbox.send(("broken", *where, f"cannot read {job.peers}: {exc}"))
+            return
         try:
             fetched = fetch_range(
                 self.chain,
@@ -211,14 +221,14 @@ class _Reader:
         if fetched is None:
             self.outbox.send(("retry", *where))
             return
-        path = self.spool / f"{job.generation}-{job.start}.range"
+        name = f"{job.generation}-{job.start}"
         try:
-            with path.open("wb") as file:
-                pickle.dump(fetched, file, protocol=pickle.HIGHEST_PROTOCOL)
+            path = _spool(self.spool / f"{name}.range", fetched)
+            peers = _spool(self.spool / f"{name}.peers", sorted(fetched.registered) or None)
         except OSError as exc:  # a full disk, say: the parent reads in line instead
             self.outbox.send(("broken", *where, f"cannot write to {self.spool}: {exc}"))
             return
-        self.outbox.send(("range", *where, str(path), fetched.logs, sorted(fetched.registered)))
+        self.outbox.send(("range", *where, path, fetched.logs, peers))
 
     def _registered_before(self, job: _Job) -> set[str]:
         """The peers registered before the job's range: those the parent told of, and those of
@@ -232,13 +242,17 @@ class _Reader:
 
 
 def _portable(exc: Exception) -> Exception:
-    """``exc`` if it survives pickling, else a ChainError (or IndexerError) with its text."""
+    """``exc`` if it survives pickling in a message's size, else a ChainError (or IndexerError)
+    with the start of its text."""
     try:
+        fits = len(pickle.dumps(exc)) <= _MESSAGE_BYTES
         pickle.loads(pickle.dumps(exc))
-        return exc
     except Exception:  # noqa: BLE001 - any pickling failure
-        kind = ChainError if isinstance(exc, ChainError) else IndexerError
-        return kind(f"{type(exc).__name__}: {exc}")
+        fits = False
+    if fits:
+        return exc
+    kind = ChainError if isinstance(exc, ChainError) else IndexerError
+    return kind(f"{type(exc).__name__}: {exc}"[: _MESSAGE_BYTES // 4])
 
 
 def main() -> None:
@@ -293,6 +307,7 @@ class ReadAhead:
         self._generations = 0
         self._read: _Generation | None = None
         self._registered: list[str] = []  # registered before the read's start, then as read
+        self._spool: Path | None = None
         self._size = 1  # blocks in the next range handed out
         self._sized = False  # whether a range came back to size the next ones by
         self._finalizer: Callable[[], Any] = lambda: None
@@ -317,7 +332,7 @@ class ReadAhead:
             except OSError as exc:
                 self._finalizer()
                 raise ReaderGone(f"cannot start the read-ahead process: {exc}") from None
-        self._channels, self._read = channels, None
+        self._channels, self._read, self._spool = channels, None, Path(spool)
         for channel in channels:
             self._send(channel, self.config)
 
@@ -378,14 +393,26 @@ class ReadAhead:
             if channel.in_hand >= IN_HAND:
                 return
             end = min(read.until, read.next_hand + self._size - 1)
-            peers = self._registered[channel.told :]
+            peers = self._spool_peers(f"{read.number}-{read.next_hand}.told", channel)
             job = (read.number, read.next_hand, end, read.keep_from, peers, read.known_through)
             self._send(channel, ("read", *job))
-            channel.told, channel.in_hand = len(self._registered), channel.in_hand + 1
+            channel.in_hand += 1
             read.handed[read.next_hand] = end
             read.next_hand = end + 1
             if not self._sized:
                 self._size = min(self.config.max_range, self._size * 2)
+
+    def _spool_peers(self, name: str, channel: _Channel) -> str | None:
+        """A file of the peers ``channel``'s reader was not told of yet; None when none."""
+        assert self._spool is not None
+        new = self._registered[channel.told :]
+        try:
+            path = _spool(self._spool / name, new or None)
+        except OSError as exc:
+            self.close()
+            raise ReaderGone(f"cannot write to {self._spool}: {exc}") from None
+        channel.told = len(self._registered)
+        return path
 
     def _arrival(self, read: _Generation, start: int) -> tuple[Any, ...]:
         """What came back for the range starting at ``start`` (waits for it)."""
@@ -413,7 +440,11 @@ class ReadAhead:
             while read.known_through + 1 in read.came_back:
                 read.known_through = read.handed[read.known_through + 1]
             if message[0] == "range":
-                self._registered.extend(message[5])
+                try:
+                    self._registered.extend(_read_peers(message[5]))
+                except OSError as exc:
+                    self.close()
+                    raise ReaderGone(f"cannot read {message[5]}: {exc}") from None
                 size = read.handed[message[2]] - message[2] + 1
                 max_events, max_range = self.config.max_events, self.config.max_range
                 self._size = next_range_size(size, message[4], max_events, max_range)
@@ -475,13 +506,39 @@ def _start_reader(spool: str) -> _Channel:
 
 
 def _discard(message: tuple[Any, ...]) -> None:
-    """Removes the file of a range nobody will take."""
+    """Removes the files of a range nobody will take."""
     if message[0] == "range":
-        Path(message[3]).unlink(missing_ok=True)
+        _remove(message[3])
+        _remove(message[5])
+
+
+def _spool(path: Path, value: Any) -> str | None:
+    """``value`` pickled into ``path`` (None: nothing to write, no file)."""
+    if value is None:
+        return None
+    with path.open("wb") as file:
+        pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+    return str(path)
+
+
+def _read_peers(path: str | None) -> list[str]:
+    """The peers spooled in ``path`` (removed once read); none for None."""
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as file:
+            return pickle.load(file)
+    finally:
+        _remove(path)
+
+
+def _remove(path: str | None) -> None:
+    if path is not None:
+        Path(path).unlink(missing_ok=True)
 
 
 def _load(path: str) -> FetchedRange:
-    """A range the child spooled (the file is removed once read); ReaderGone when it is not
+    """A range a reader spooled (the file is removed once read); ReaderGone when it is not
     there to read (removed under the indexer, say)."""
     try:
         with open(path, "rb") as file:

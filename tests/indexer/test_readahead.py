@@ -5,8 +5,10 @@ end with the indexer."""
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 import os
+import pickle
 import shutil
 import signal
 import tempfile
@@ -321,3 +323,33 @@ def test_the_weights_a_reader_did_not_ask_are_read_when_its_range_is_taken(
 
 def sorted_items(row: dict) -> tuple:
     return tuple(sorted(row.items()))
+
+
+def test_messages_stay_small_however_many_peers_are_registered(
+    chain, client_for, dev_accounts, make_indexer, monkeypatch
+) -> None:
+    """Thousands of peers known at the start go to the readers as files, not down their pipes:
+    a pipe holds 64 KiB, and a parent and a reader each sending the other more than that would
+    each wait for the other forever. Every message either way stays under 4 KiB."""
+    play(chain, client_for, dev_accounts[1:])
+    sizes: list[int] = []
+
+    class Measured(readahead.Connection):
+        def send(self, obj) -> None:
+            sizes.append(len(pickle.dumps(obj)))
+            super().send(obj)
+
+        def recv(self):
+            message = super().recv()
+            sizes.append(len(pickle.dumps(message)))
+            return message
+
+    monkeypatch.setattr(readahead, "Connection", Measured)
+    indexer = make_indexer(**AHEAD)
+    registered = indexer.store.registered_peers
+    many = {"0x" + hashlib.sha256(str(i).encode()).hexdigest()[:40] for i in range(5000)}
+    monkeypatch.setattr(indexer.store, "registered_peers", lambda: registered() | many)
+    kinds, seen = synced_with_reader(indexer)
+    assert seen and set(kinds) == {"applied"}
+    assert sizes and max(sizes) < 4096
+    assert_as_in_line(indexer, make_indexer)
