@@ -284,7 +284,8 @@ class _Channel:
 
 @dataclass
 class _Generation:
-    """One read: its ranges handed out (by start: end), and what came back (by start)."""
+    """One read: its ranges handed out (by start: end, and the reader's channel), and what
+    came back (by start)."""
 
     number: int
     until: int
@@ -292,7 +293,7 @@ class _Generation:
     next_hand: int  # the next range handed out starts here
     next_take: int  # the next range taken starts here
     known_through: int  # every range up to this block has come back
-    handed: dict[int, int] = field(default_factory=dict)
+    handed: dict[int, tuple[int, _Channel]] = field(default_factory=dict)
     came_back: set[int] = field(default_factory=set)  # starts
     arrived: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     moved: bool = False  # two of its ranges did not link: the chain moved under the read
@@ -386,8 +387,8 @@ class ReadAhead:
         self._read = None
 
     def _hand_out(self, read: _Generation) -> None:
-        """Hands out ranges until every reader has ``IN_HAND`` not yet taken (or the read's
-        end is handed out)."""
+        """Hands out ranges until every reader has ``IN_HAND`` that the parent has not taken
+        (or the read's end is handed out)."""
         while read.next_hand <= read.until:
             channel = min(self._channels, key=lambda c: c.in_hand)
             if channel.in_hand >= IN_HAND:
@@ -397,7 +398,7 @@ class ReadAhead:
             job = (read.number, read.next_hand, end, read.keep_from, peers, read.known_through)
             self._send(channel, ("read", *job))
             channel.in_hand += 1
-            read.handed[read.next_hand] = end
+            read.handed[read.next_hand] = (end, channel)
             read.next_hand = end + 1
             if not self._sized:
                 self._size = min(self.config.max_range, self._size * 2)
@@ -418,7 +419,7 @@ class ReadAhead:
         """What came back for the range starting at ``start`` (waits for it)."""
         while start not in read.arrived:
             self._receive(read)
-        return read.arrived.pop(start)
+        return _taken(read, start)
 
     def _receive(self, read: _Generation, *, block: bool = True) -> None:
         """Files what the readers sent (the older generations' is dropped); waits for one
@@ -434,18 +435,17 @@ class ReadAhead:
             if message[1] != read.number:
                 _discard(message)
                 continue
-            channel.in_hand -= 1
             read.arrived[message[2]] = message
             read.came_back.add(message[2])
             while read.known_through + 1 in read.came_back:
-                read.known_through = read.handed[read.known_through + 1]
+                read.known_through = read.handed[read.known_through + 1][0]
             if message[0] == "range":
                 try:
                     self._registered.extend(_read_peers(message[5]))
                 except OSError as exc:
                     self.close()
                     raise ReaderGone(f"cannot read {message[5]}: {exc}") from None
-                size = read.handed[message[2]] - message[2] + 1
+                size = read.handed[message[2]][0] - message[2] + 1
                 max_events, max_range = self.config.max_events, self.config.max_range
                 self._size = next_range_size(size, message[4], max_events, max_range)
                 self._sized = True
@@ -468,7 +468,7 @@ class ReadAhead:
             following = read.arrived[merged.end + 1]
             if following[0] != "range":
                 break
-            part = _load(read.arrived.pop(merged.end + 1)[3])
+            part = _load(_taken(read, merged.end + 1)[3])
             if part.first.parent_hash != merged.last.hash:  # the chain moved between the reads
                 read.moved = True  # what was merged stands; the next take starts over
                 break
@@ -503,6 +503,12 @@ def _start_reader(spool: str) -> _Channel:
     return _Channel(
         process, Connection(to_reader, readable=False), Connection(from_reader, writable=False)
     )
+
+
+def _taken(read: _Generation, start: int) -> tuple[Any, ...]:
+    """What came back for the range at ``start``, taken: its reader may be handed another."""
+    read.handed[start][1].in_hand -= 1
+    return read.arrived.pop(start)
 
 
 def _discard(message: tuple[Any, ...]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import IntEnum
-from functools import lru_cache
 from typing import Annotated, Any, ClassVar
 
 from eth_utils import (
@@ -32,18 +31,30 @@ def _checksum(value: Any) -> str:
     return checksummed(value)
 
 
-@lru_cache(maxsize=1 << 15)
+_CHECKSUMMED: dict[str, str] = {}  # an address as asked -> its EIP-55 form
+_CHECKSUMMED_KEPT = 1 << 16
+
+
 def checksummed(address: str) -> str:
     """The EIP-55 form of ``address`` (40 hex digits; in mixed case only with a valid
     checksum, which is what catches a mistyped one). Kept: ingesting a swarm's events
-    checksums the same peers' addresses over and over, which was a quarter of a sync."""
+    checksums the same peers' addresses over and over, which was a quarter of a sync. The
+    EIP-55 form is kept as its own answer too: a decoder's lower-case address is checksummed,
+    then checked again as the model's field."""
+    kept = _CHECKSUMMED.get(address)
+    if kept is not None:
+        return kept
     if not is_address(address):
         raise ValueError(f"not an Ethereum address: {address!r}")
     if is_checksum_formatted_address(address) and not is_checksum_address(address):
         raise ValueError(
             f"not an Ethereum address: {address!r} has a wrong EIP-55 checksum (mistyped?)"
         )
-    return to_checksum_address(address)
+    result = to_checksum_address(address)
+    if len(_CHECKSUMMED) >= _CHECKSUMMED_KEPT:
+        _CHECKSUMMED.clear()
+    _CHECKSUMMED[address] = _CHECKSUMMED[result] = result
+    return result
 
 
 def _bytes32(value: Any) -> bytes:
