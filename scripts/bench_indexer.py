@@ -19,11 +19,13 @@ What it does:
    Peers are impersonated (``anvil_autoImpersonateAccount``) and funded with ``anvil_setBalance``:
    real transactions, executed by the real contract, without signing 60,000 of them in Python.
    Transactions are sent in JSON-RPC batches and mined ``--per-block`` at a time.
-2. Ingestion: the same block range read three times: the **baseline** is ``EventReader.read``
-   alone (eth_getLogs + decoding, no database); then a fresh indexer syncs it into SQLite, once
-   reading in line (``read_ahead=0``) and once reading ahead in its reader processes, one per
-   core (``read_ahead=1``; ``coordinator_indexer.readahead``). The indexer also reads ``rulesAt`` and every peer's
-   ``weightAt`` at each seal's block, for committee duties. Reported: events/s of each and their
+2. Ingestion: the same block range read four times: the **baseline** is ``EventReader.read``
+   alone (eth_getLogs + decoding, no database); then a fresh indexer syncs it into SQLite three
+   ways (``MODES``): reading in line (``read_ahead=0``), which takes this short chain in one
+   range and one transaction; reading in line in ranges of about ``max_events`` logs, as it
+   would on a chain too long for one range; and reading ahead in its reader processes, one per
+   core (``read_ahead=1``; ``coordinator_indexer.readahead``). The indexer also reads
+   ``rulesAt`` and every peer's ``weightAt`` at each seal's block, for committee duties. Reported: events/s of each and their
    ratio to the baseline (what the database, the seal reads, reorg bookkeeping and derived rows
    cost), the fastest of ``--repeats`` measurements of each, and the wall time of each of the
    indexer's phases against the baseline.
@@ -340,7 +342,10 @@ def _settlements(
 # ------------------------------------------------------------------------------- measuring
 
 
-MODES = {"in line": 0, "read ahead": 1}  # IngestSettings.read_ahead of each indexer measured
+#: Each indexer measured: its IngestSettings.read_ahead, and whether its ranges are cut to about
+#: ``max_events`` logs as a long catch-up cuts them (else ``max_range``, 2,000 blocks, takes the
+#: benchmark's whole chain in one range: one transaction, the database's cheapest case).
+MODES = {"in line": (0, False), "in line, long-chain ranges": (0, True), "read ahead": (1, False)}
 
 
 def measure_ingestion(
@@ -364,9 +369,13 @@ def measure_ingestion(
         "blocks": head - deployment.deployment_block + 1,
         "baseline_s": baseline_s,
     }
-    for mode, read_ahead in MODES.items():
-        db_url = f"sqlite:///{work / f'bench-{attempt}-{read_ahead}.db'}"
-        settings = IngestSettings(confirmations=12, max_range=2_000, read_ahead=read_ahead)
+    for number, (mode, (read_ahead, long_chain)) in enumerate(MODES.items()):
+        db_url = f"sqlite:///{work / f'bench-{attempt}-{number}.db'}"
+        settings = IngestSettings(
+            confirmations=12,
+            max_range=long_chain_range(run) if long_chain else 2_000,
+            read_ahead=read_ahead,
+        )
         store = Store.open(db_url)
         with Indexer(w3, deployment, store, settings) as indexer:
             indexer.prepare()
@@ -382,7 +391,7 @@ def measure_ingestion(
         )
         log(f"  {mode}: {run[mode]:.2f} s; its phases: {shares}")
         if profiler is not None and profile is not None:
-            profiler.dump_stats(profile.with_suffix(f".{read_ahead}{profile.suffix}"))
+            profiler.dump_stats(profile.with_suffix(f".{number}{profile.suffix}"))
             pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
         counts = store.counts()
         store.close()
@@ -391,6 +400,13 @@ def measure_ingestion(
         run["rows"] = {name: counts[name] for name in ("peers", "publications", "votes", "duties")}
         run["db"] = db_url
     return run
+
+
+def long_chain_range(run: dict[str, Any]) -> int:
+    """Blocks per range that hold about ``max_events`` logs here: the size reading in line
+    settles to on a chain too long for one range (``fetch.next_range_size``)."""
+    per_block = run["events"] / run["blocks"]
+    return max(1, round(IngestSettings().max_events / per_block))
 
 
 def best_ingestion(
