@@ -10,6 +10,7 @@ would stop there for good. ``LogReader`` sets such logs aside as :class:`Refused
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, cast
 
@@ -34,11 +35,14 @@ class LogReader(EventReader):
         super().__init__(*args, **kwargs)
         self._refused: dict[tuple[int, int], RefusedLog] = {}
 
-    def read_range(self, start: int, end: int) -> tuple[list[ChainEvent], list[RefusedLog]]:
-        """The events of blocks ``[start, end]`` in chain order, and the logs refused there."""
+    def read_range(
+        self, start: int, end: int, *, events: Iterable[type[ChainEvent]] | None = None
+    ) -> tuple[list[ChainEvent], list[RefusedLog]]:
+        """The events of blocks ``[start, end]`` in chain order (of the types ``events``, by
+        default all), and the logs refused there."""
         self._refused = {}
-        events = self.read(start, end)
-        return events, sorted(self._refused.values(), key=lambda log: log.position)
+        found = self.read(start, end, events=events)
+        return found, sorted(self._refused.values(), key=lambda log: log.position)
 
     def _decode(self, log: Any) -> ChainEvent | None:
         # EventReader decodes every log through here, once.
@@ -75,4 +79,3 @@ def _event_names() -> dict[str, str]:
         for item in load_abi()
         if item["type"] == "event"
     }
-

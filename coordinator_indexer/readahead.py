@@ -235,7 +235,7 @@ class _Reader:
         the blocks between the last it knew of and the range."""
         if job.known_through + 1 >= job.start:
             return self.registered
-        events = self.registrations.read(
+        events, _ = self.registrations.read_range(
             job.known_through + 1, job.start - 1, events=[PeerRegistered]
         )
         return self.registered | {e.peer for e in events if isinstance(e, PeerRegistered)}
