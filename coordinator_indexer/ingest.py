@@ -165,7 +165,7 @@ class Indexer:
         return state
 
     def _start_reader(self) -> ReadAhead:
-        """The read-ahead processes, started unless they were (a dead one is reported by ``take``)."""
+        """The read-ahead processes, started unless they were (``take`` reports a dead one)."""
         assert self._ahead_config is not None
         if self._ahead is None:
             self._ahead = ReadAhead(self._ahead_config)

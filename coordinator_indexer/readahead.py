@@ -44,8 +44,8 @@ A range, and a list of peers, travels as a file in the readers' spool folder (a 
 folder, removed with them; one left by a killed indexer is removed by the next), not down the pipe:
 a pipe holds 64 KiB, so a range of megabytes would wait on the parent to drain it while the parent
 is busy writing the range before, and ten thousand peers sent each way would leave the parent and
-a reader each waiting for the other to read. A message is a few hundred bytes. A new generation (a read from elsewhere: after a reorg, a retry) drops the ranges
-of the old one, read or not.
+a reader each waiting for the other to read. A message is a few hundred bytes. A new generation
+(a read from elsewhere: after a reorg, a retry) drops the ranges of the old one, read or not.
 """
 
 from __future__ import annotations

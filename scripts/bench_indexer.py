@@ -25,9 +25,9 @@ What it does:
    range and one transaction; reading in line in ranges of about ``max_events`` logs, as it
    would on a chain too long for one range; and reading ahead in its reader processes, one per
    core (``read_ahead=1``; ``coordinator_indexer.readahead``). The indexer also reads
-   ``rulesAt`` and every peer's ``weightAt`` at each seal's block, for committee duties. Reported: events/s of each and their
-   ratio to the baseline (what the database, the seal reads, reorg bookkeeping and derived rows
-   cost), the fastest of ``--repeats`` measurements of each, and the wall time of each of the
+   ``rulesAt`` and every peer's ``weightAt`` at each seal's block, for committee duties.
+   Reported: events/s of each and their ratio to the baseline (what the database, the seal
+   reads, reorg bookkeeping and derived rows cost), the fastest of ``--repeats`` measurements of each, and the wall time of each of the
    indexer's phases against the baseline.
 3. API latency under a bounded local load: ``--clients`` threads each send ``--requests``
    requests over keep-alive connections to ``/api/leaderboard`` (random sort, order and page,
