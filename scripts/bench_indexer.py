@@ -27,8 +27,8 @@ What it does:
    core (``read_ahead=1``; ``coordinator_indexer.readahead``). The indexer also reads
    ``rulesAt`` and every peer's ``weightAt`` at each seal's block, for committee duties.
    Reported: events/s of each and their ratio to the baseline (what the database, the seal
-   reads, reorg bookkeeping and derived rows cost), the fastest of ``--repeats`` measurements of each, and the wall time of each of the
-   indexer's phases against the baseline.
+   reads, reorg bookkeeping and derived rows cost), the fastest of ``--repeats`` measurements of
+   each, and the wall time of each of the indexer's phases against the baseline.
 3. API latency under a bounded local load: ``--clients`` threads each send ``--requests``
    requests over keep-alive connections to ``/api/leaderboard`` (random sort, order and page,
    50 rows), then the same load on ``/health`` (one-row read: the server's own floor) as the
