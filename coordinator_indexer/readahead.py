@@ -202,9 +202,9 @@ class _Reader:
     def _read(self, job: _Job) -> None:
         where = (job.generation, job.start)
         try:
-            self.registered.update(_read_peers(job.peers))
-        except OSError as exc:
-            self.outbox.send(("broken", *where, f"cannot read {job.peers}: {exc}"))
+            self.registered.update(_unspool(job.peers) if job.peers else [])
+        except ReaderGone as exc:
+            self.outbox.send(("broken", *where, str(exc)))
             return
         try:
             fetched = fetch_range(
@@ -245,8 +245,9 @@ def _portable(exc: Exception) -> Exception:
     """``exc`` if it survives pickling in a message's size, else a ChainError (or IndexerError)
     with the start of its text."""
     try:
-        fits = len(pickle.dumps(exc)) <= _MESSAGE_BYTES
-        pickle.loads(pickle.dumps(exc))
+        pickled = pickle.dumps(exc)
+        pickle.loads(pickled)
+        fits = len(pickled) <= _MESSAGE_BYTES
     except Exception:  # noqa: BLE001 - any pickling failure
         fits = False
     if fits:
@@ -440,11 +441,7 @@ class ReadAhead:
             while read.known_through + 1 in read.came_back:
                 read.known_through = read.handed[read.known_through + 1][0]
             if message[0] == "range":
-                try:
-                    self._registered.extend(_read_peers(message[5]))
-                except OSError as exc:
-                    self.close()
-                    raise ReaderGone(f"cannot read {message[5]}: {exc}") from None
+                self._registered.extend(_unspool(message[5]) if message[5] else [])
                 size = read.handed[message[2]][0] - message[2] + 1
                 max_events, max_range = self.config.max_events, self.config.max_range
                 self._size = next_range_size(size, message[4], max_events, max_range)
@@ -462,13 +459,13 @@ class ReadAhead:
         if message[0] == "broken":
             self.close()
             raise ReaderGone(message[3])
-        merged = _load(message[3])
+        merged: FetchedRange = _unspool(message[3])
         self._receive(read, block=False)
         while merged.logs < max_logs and merged.end + 1 in read.arrived:
             following = read.arrived[merged.end + 1]
             if following[0] != "range":
                 break
-            part = _load(_taken(read, merged.end + 1)[3])
+            part: FetchedRange = _unspool(_taken(read, merged.end + 1)[3])
             if part.first.parent_hash != merged.last.hash:  # the chain moved between the reads
                 read.moved = True  # what was merged stands; the next take starts over
                 break
@@ -527,32 +524,21 @@ def _spool(path: Path, value: Any) -> str | None:
     return str(path)
 
 
-def _read_peers(path: str | None) -> list[str]:
-    """The peers spooled in ``path`` (removed once read); none for None."""
-    if path is None:
-        return []
-    try:
-        with open(path, "rb") as file:
-            return pickle.load(file)
-    finally:
-        _remove(path)
-
-
 def _remove(path: str | None) -> None:
     if path is not None:
         Path(path).unlink(missing_ok=True)
 
 
-def _load(path: str) -> FetchedRange:
-    """A range a reader spooled (the file is removed once read); ReaderGone when it is not
-    there to read (removed under the indexer, say)."""
+def _unspool(path: str) -> Any:
+    """What ``_spool`` wrote in ``path`` (a range, or peers; the file is removed once read);
+    ReaderGone when it is not there to read (removed under the indexer, say)."""
     try:
         with open(path, "rb") as file:
             return pickle.load(file)
     except (OSError, pickle.UnpicklingError, EOFError) as exc:
-        raise ReaderGone(f"the read-ahead process's range {path} cannot be read: {exc}") from None
+        raise ReaderGone(f"the read-ahead spool's {path} cannot be read: {exc}") from None
     finally:
-        Path(path).unlink(missing_ok=True)
+        _remove(path)
 
 
 def _end(channels: list[_Channel], spool: str) -> None:
