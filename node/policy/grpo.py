@@ -53,10 +53,13 @@ The variant, exactly (the SAPO paper's setting: GRPO, no KL, clip 0.2 / 0.28):
     (``GeneratedCompletion.logprobs``) weighs ``w = exp(logp_old - logp_sender)``, detached
     (``logp_old``: this policy before the step), ``min(w, cap)`` under ``"truncate"`` (TIS), ``w``
     if ``1/cap <= w <= cap`` else 0 under ``"mask"`` (MIS); other tokens weigh 1;
-  - ``peer_logprob_gap``: a no-grad pass before the update measures each group's mean per-token
-    log-prob under the policy; a peer's group more than ``gap`` nats below the reference (the
-    mean over the share's own groups with signal; without one, over the own groups' sampler
-    log-probs; without those, no group is dropped) is removed before micro-batching;
+  - ``peer_logprob_gap``: each group's mean per-token log-prob under the policy before the
+    step; a peer's group more than ``gap`` nats below the reference (the mean over the share's
+    own groups with signal; without one, over the own groups' sampler log-probs; without those,
+    no group is dropped) is removed. With one iteration and no dropout the rule reads the
+    update's own passes (a share's own groups go first, so each peer's group is judged against
+    all of them) and a dropped group's tokens leave the loss; otherwise a no-grad pass before
+    the update judges and the dropped groups are removed before micro-batching;
   - ``peers_only_steps=False``: a share whose groups with signal are all peers' makes no update.
 
   A token weighted 0 still counts in the divisor; a dropped group's tokens do not (nor does it
@@ -74,6 +77,7 @@ soft-cap or rescale logits (Gemma 2+, Cohere) are refused.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 import time
@@ -517,14 +521,21 @@ class _Prepared:
 class _Batch:
     """One forward/backward pass: whole groups of one or more shares."""
 
-    owners: list[int]  # share index of each group
-    groups: list[TokenizedGroup]
+    items: list[tuple[int, _TrainGroup]]  # (share index, group) of each group, in order
     token_owner: Tensor  # (N,) share index of each completion token
     token_advantages: Tensor  # (N,)
     token_peer: Tensor  # (N,) bool: the token is a peer's completion's
     token_weight: Tensor  # (N,) fixed weight: 1 own; a peer's peer_weight (x positive mask)
     sender_logp: Tensor  # (N,) a peer's sampler log-prob of the token; NaN where unknown
     has_peers: bool
+
+    @property
+    def owners(self) -> list[int]:
+        return [owner for owner, _ in self.items]
+
+    @property
+    def groups(self) -> list[TokenizedGroup]:
+        return [group.tokens for _, group in self.items]
 
 
 def tokenize_group(
@@ -580,8 +591,7 @@ def _batch(items: list[tuple[int, _TrainGroup]], device: torch.device) -> _Batch
 
     sender = [x for r in rows for x in (r[5] if r[5] is not None else [math.nan] * len(r[1]))]
     return _Batch(
-        owners=[owner for owner, _ in items],
-        groups=[group.tokens for _, group in items],
+        items=items,
         token_owner=per_token(0, torch.long),
         token_advantages=per_token(2, torch.float32),
         token_peer=per_token(3, torch.bool),
@@ -620,17 +630,30 @@ def train_together(
     # eager attention on the CPU: torch's fused one took ~6 ms per backward call for these short
     # sequences, eager about a quarter of the step's time less
     with training_attention(model, device):
-        if config.peer_logprob_gap is not None:
-            _drop_unlikely_peers(model, forward, config, prepared)
-        items = [(k, g) for k, p in enumerate(prepared) for g in p.groups]
-        if not items:
-            log.info("GRPO step skipped: no group left to train on (none with distinct rewards)")
-            return [_skipped(p.mean_reward, started, p.peer_groups_dropped) for p in prepared]
-        # each share with signal brings its own budget of micro_batch_size completions per pass
-        # (one share's budget would cut the joint update into as many small passes as shares)
-        with_signal = sum(1 for p in prepared if p.groups)
-        batches = pack_micro_batches(items, config.micro_batch_size * with_signal, device)
-        return _update(model, config, prepared, batches, forward, started)
+        gap = _GapRule(config, prepared) if config.peer_logprob_gap is not None else None
+        if gap is not None and not _gap_rule_in_update(model, config):
+            _judge_in_own_passes(model, forward, config, gap)
+            gap = None
+        batches = _micro_batches(prepared, config, device)
+        if not batches:
+            return _skip_all(prepared, started)
+        return _update(model, config, prepared, batches, forward, started, gap)
+
+
+def _micro_batches(
+    prepared: list[_Prepared], config: GRPOConfig, device: torch.device
+) -> list[_Batch]:
+    """The shares' groups with signal in passes (none if no group has signal)."""
+    items = [(k, g) for k, p in enumerate(prepared) for g in p.groups]
+    # each share with signal brings its own budget of micro_batch_size completions per pass
+    # (one share's budget would cut the joint update into as many small passes as shares)
+    with_signal = sum(1 for p in prepared if p.groups)
+    return pack_micro_batches(items, config.micro_batch_size * with_signal, device)
+
+
+def _skip_all(prepared: list[_Prepared], started: float) -> list[StepMetrics]:
+    log.info("GRPO step skipped: no group left to train on (none with signal, or all dropped)")
+    return [_skipped(p.mean_reward, started, p.peer_groups_dropped) for p in prepared]
 
 
 def _update(
@@ -640,6 +663,7 @@ def _update(
     batches: list[_Batch],
     forward: _Forward,
     started: float,
+    gap: _GapRule | None,
 ) -> list[StepMetrics]:
     # --- fixed log-probs: old policy (for clipping in later iterations), base model (for KL)
     was_training = model.training
@@ -653,9 +677,11 @@ def _update(
     try:
         with frozen_weights_as(forward.autocast, model):
             for _ in range(config.num_iterations):
-                _iteration(forward, config, prepared, batches, old_logps, ref_logps)
+                _iteration(forward, config, prepared, batches, old_logps, ref_logps, gap)
     finally:
         model.train(was_training)
+    if not any(p.groups for p in prepared):
+        return _skip_all(prepared, started)
     return [_metrics(p, ref_logps is not None, started) for p in prepared]
 
 
@@ -724,6 +750,7 @@ def _prepare(
         )
         if bool(advantages.any()):
             groups.append(_train_group(group, advantages, tokenizer, config))
+    groups.sort(key=lambda g: g.peer)  # own first: the gap rule's reference comes before peers
     if groups and not config.peers_only_steps and all(g.peer for g in groups):
         log.info("GRPO step skipped: every group with signal is a peer's (peers_only_steps off)")
         groups = []
@@ -776,27 +803,98 @@ def _sampler_reference(groups: Sequence[ScoredGroup], max_tokens: int) -> float 
     return sum(values) / len(values) if values else None
 
 
-def _drop_unlikely_peers(
-    model: PeftModel, forward: _Forward, config: GRPOConfig, prepared: list[_Prepared]
+class _GapRule:
+    """The gap rule (module docstring), judged pass by pass: a pass's own groups add to their
+    share's reference, then its peers' groups are held to it. Within a share every own group
+    comes before its peers' (``_prepare``), so a peer's group is judged against all of them."""
+
+    def __init__(self, config: GRPOConfig, prepared: list[_Prepared]) -> None:
+        assert config.peer_logprob_gap is not None
+        self.gap, self.prepared = config.peer_logprob_gap, prepared
+        self.judged = {k for k, p in enumerate(prepared) if _has_reference(k, p)}
+        self.own = {k: [0.0, 0] for k in self.judged}  # own groups' log-prob sum and tokens
+        self.dropped: set[int] = set()  # ids of the dropped groups
+
+    def judge(self, batch: _Batch, logp: Tensor) -> list[bool]:
+        """Whether each group of the pass is kept, given the pass's token log-probs (N,)."""
+        parts = logp.detach().split([g.num_tokens for g in batch.groups])
+        sums = [(float(part.double().sum()), part.numel()) for part in parts]
+        for (k, group), (total, count) in zip(batch.items, sums, strict=True):
+            if k in self.judged and not group.peer:
+                self.own[k][0] += total
+                self.own[k][1] += count
+        kept = []
+        for (k, group), (total, count) in zip(batch.items, sums, strict=True):
+            reference = self._reference(k) if k in self.judged and group.peer else None
+            drop = (
+                reference is not None and count and too_unlikely(total / count, reference, self.gap)
+            )
+            if drop:
+                self.dropped.add(id(group))
+            kept.append(not drop)
+        return kept
+
+    def _reference(self, k: int) -> float | None:
+        total, count = self.own[k]
+        return total / count if count else self.prepared[k].sampler_reference
+
+    def apply(self) -> None:
+        """The dropped groups removed from their shares."""
+        for p in self.prepared:
+            kept = [g for g in p.groups if id(g) not in self.dropped]
+            p.peer_groups_dropped += len(p.groups) - len(kept)
+            p.groups = kept
+
+
+def _gap_rule_in_update(model: nn.Module, config: GRPOConfig) -> bool:
+    """Whether the gap rule can judge the update's own passes: one iteration (so they are the
+    policy before the step) and no dropout (so a training pass computes what an evaluation
+    pass would)."""
+    return config.num_iterations == 1 and not _dropout_active(model)
+
+
+def _dropout_active(model: nn.Module) -> bool:
+    if any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules()):
+        return True
+    return any(
+        ("dropout" in name or "pdrop" in name) and isinstance(value, float) and value > 0
+        for name, value in model.config.to_dict().items()
+    )
+
+
+def _judge_in_own_passes(
+    model: PeftModel, forward: _Forward, config: GRPOConfig, gap: _GapRule
 ) -> None:
-    """The gap rule: a no-grad pass over the groups of the shares with peers' groups and a
-    reference, then each peer's group more than ``peer_logprob_gap`` below it removed."""
-    items = [(k, g) for k, p in enumerate(prepared) if _has_reference(k, p) for g in p.groups]
+    """The gap rule in no-grad passes of its own over the groups it judges, before the update."""
+    items = [(k, g) for k, p in enumerate(gap.prepared) if k in gap.judged for g in p.groups]
     if not items:
         return
-    gap = config.peer_logprob_gap
-    assert gap is not None
-    sums = _logprob_sums(model, forward, config, items)
-    for k, p in enumerate(prepared):
-        rows = [(g, s, n) for (owner, g), (s, n) in zip(items, sums, strict=True) if owner == k]
-        own = [(s, n) for g, s, n in rows if not g.peer]
-        own_tokens = sum(n for _, n in own)
-        reference = sum(s for s, _ in own) / own_tokens if own_tokens else p.sampler_reference
-        if not rows or reference is None:
-            continue
-        drop = {id(g) for g, s, n in rows if g.peer and n and too_unlikely(s / n, reference, gap)}
-        p.groups = [g for g in p.groups if id(g) not in drop]
-        p.peer_groups_dropped = len(drop)
+    batches = pack_micro_batches(items, config.micro_batch_size * len(gap.judged), forward.device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), frozen_weights_as(forward.autocast, model):
+            for batch in batches:
+                interrupt.check()
+                gap.judge(batch, forward(batch))
+    finally:
+        model.train(was_training)
+    gap.apply()
+
+
+def _narrowed(batch: _Batch, kept: list[bool]) -> tuple[_Batch, Tensor]:
+    """The pass's kept groups as a batch, and the indices of their tokens in the pass."""
+    sizes = [g.num_tokens for g in batch.groups]
+    starts = itertools.accumulate(sizes, initial=0)
+    index = [
+        i
+        for start, size, keep in zip(starts, sizes, kept)
+        if keep
+        for i in range(start, start + size)
+    ]
+    items = [item for item, keep in zip(batch.items, kept, strict=True) if keep]
+    device = batch.token_owner.device
+    return _batch(items, device), torch.tensor(index, dtype=torch.long, device=device)
 
 
 def _has_reference(k: int, p: _Prepared) -> bool:
@@ -809,29 +907,6 @@ def _has_reference(k: int, p: _Prepared) -> bool:
     return False
 
 
-def _logprob_sums(
-    model: PeftModel, forward: _Forward, config: GRPOConfig, items: list[tuple[int, _TrainGroup]]
-) -> list[tuple[float, int]]:
-    """Sum and count of each group's completion-token log-probs under the policy, no gradient."""
-    shares = len({k for k, _ in items})
-    batches = pack_micro_batches(items, config.micro_batch_size * shares, forward.device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), frozen_weights_as(forward.autocast, model):
-            logps = []
-            for batch in batches:
-                interrupt.check()
-                logps.append(forward(batch))
-    finally:
-        model.train(was_training)
-    return [
-        (float(part.double().sum()), part.numel())
-        for batch, logp in zip(batches, logps, strict=True)
-        for part in logp.split([g.num_tokens for g in batch.groups])
-    ]
-
-
 def _iteration(
     forward: _Forward,
     config: GRPOConfig,
@@ -839,15 +914,31 @@ def _iteration(
     batches: list[_Batch],
     old_logps: list[Tensor] | None,
     ref_logps: list[Tensor] | None,
+    gap: _GapRule | None = None,
 ) -> None:
-    """One pass over the micro-batches, then one optimizer step per share."""
+    """One pass over the micro-batches, then one optimizer step per share. With ``gap`` (one
+    iteration only) the gap rule judges each pass's log-probs before its loss: a dropped
+    group's tokens leave the loss (its rows still ran), and as the token counts are known only
+    at the end, the gradients and losses are divided by them then."""
     active = [p for p in prepared if p.groups]
     for p in active:
         p.begin_pass()
-    divisors = torch.tensor([max(p.num_tokens, 1) for p in prepared], dtype=torch.float32)
+    divisors = None
+    if gap is None:
+        divisors = torch.tensor([max(p.num_tokens, 1) for p in prepared], dtype=torch.float32)
     for i, batch in enumerate(batches):
         interrupt.check()  # a Ctrl-C ends the update before its optimizer step
         logp = forward(batch)  # (N,)
+        ref_logp = ref_logps[i] if ref_logps is not None else None
+        if gap is not None:
+            assert old_logps is None, "the gap rule judges the update's passes in one iteration"
+            kept = gap.judge(batch, logp)
+            if not any(kept):
+                continue
+            if not all(kept):
+                batch, index = _narrowed(batch, kept)
+                logp = logp[index]
+                ref_logp = ref_logp[index] if ref_logp is not None else None
         old_logp = old_logps[i] if old_logps is not None else logp.detach()
         per_token, was_clipped = clipped_surrogate(
             logp,
@@ -862,11 +953,12 @@ def _iteration(
             per_token = per_token * weights  # the surrogate's, not the KL's
         totals = _totals(count, batch, old_logp, weights)  # (count, _TOTALS)
         kl_sums = [0.0] * count
-        if ref_logps is not None:
-            kl = k3_kl(logp, ref_logps[i])  # (N,)
+        if ref_logp is not None:
+            kl = k3_kl(logp, ref_logp)  # (N,)
             per_token = per_token + config.beta * kl
             kl_sums = _per_share(count, owner, kl)
-        per_token = per_token / divisors.to(per_token.device)[owner]  # token mean per share
+        if divisors is not None:
+            per_token = per_token / divisors.to(per_token.device)[owner]  # token mean per share
         per_token.sum().backward()
         losses = _per_share(count, owner, per_token)
         clipped = _per_share(count, owner, was_clipped.float())
@@ -875,8 +967,23 @@ def _iteration(
             p.clipped_tokens += round(clips)
             p.kl_sum += kl_sums[k]
             p.totals += totals[k]
+    if gap is not None:
+        gap.apply()
+        for p in active:
+            _divide_by_tokens(p)
     for p in active:
-        _optimizer_step(p, config.max_grad_norm)
+        if p.groups:
+            _optimizer_step(p, config.max_grad_norm)
+
+
+def _divide_by_tokens(p: _Prepared) -> None:
+    """The share's summed gradient and loss made its token mean."""
+    divisor = max(p.num_tokens, 1)
+    p.loss /= divisor
+    for group in p.share.optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad.div_(divisor)
 
 
 def _token_weights(config: GRPOConfig, batch: _Batch, old_logp: Tensor) -> Tensor:
