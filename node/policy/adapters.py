@@ -25,7 +25,7 @@ S-LoRA / Punica idea), so that several in-process nodes generate and train toget
 
 For the block each LoRA layer's forward is ``RowAdapters.forward``: the frozen base's product once
 for all rows, then each run of consecutive rows with one adapter adds that adapter's low-rank
-product. With ``trainable=True`` every named adapter takes gradients, so one backward pass fills
+product (recording gradients, the adapters' products are stacked instead: ``RowAdapters``). With ``trainable=True`` every named adapter takes gradients, so one backward pass fills
 each node's gradients; each node's optimizer then steps its own.
 Not thread-safe: activate adapters and route rows from one thread.
 """
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import warnings
 from collections.abc import Iterator, Sequence
@@ -111,16 +112,19 @@ class RowAdapters:
 
     Rows are handled as runs of consecutive rows with the same adapter (Punica's "segments"):
     each LoRA layer adds each run's low-rank product to the base's output in place, so rows of
-    one adapter should be kept together.
+    one adapter should be kept together. In a pass that records gradients the adapters are
+    stacked instead (``_stacked``): two products for all rows, whatever the runs.
     """
 
-    def __init__(self, names: Sequence[str | None]) -> None:
+    def __init__(self, names: Sequence[str | None], *, stacked: bool = True) -> None:
+        self.stacked = stacked
         self.set(names)
 
     def set(self, names: Sequence[str | None]) -> None:
         """Routes the next passes' rows to ``names`` (None: the base alone)."""
         self.names = list(names)
         self.segments: list[tuple[str, int, int]] = []  # (adapter, first row, end row)
+        self._masks: dict[tuple, torch.Tensor] = {}  # _stacked's, by the layer's adapters
         for row, name in enumerate(self.names):
             if name is None:
                 continue
@@ -138,6 +142,10 @@ class RowAdapters:
         if len(self.names) != x.shape[0]:
             raise ValueError(f"{x.shape[0]} rows in the batch, {len(self.names)} routed")
         result = layer.base_layer(x, *args, **kwargs)
+        names = [n for n in dict.fromkeys(n for n, _, _ in self.segments) if n in layer.lora_A]
+        stack = self.stacked and len(names) > 1 and torch.is_grad_enabled()
+        if stack and not _dropout(layer, names):
+            return result + self._stacked(layer, names, x).to(result.dtype)
         for name, first, end in self.segments:
             if name not in layer.lora_A:
                 continue
@@ -145,6 +153,39 @@ class RowAdapters:
             lora = layer.lora_B[name](layer.lora_A[name](layer.lora_dropout[name](rows)))
             result[first:end] += (lora * layer.scaling[name]).to(result.dtype)
         return result
+
+    def _stacked(self, layer: Any, names: list[str], x: torch.Tensor) -> torch.Tensor:
+        """Every row's low-rank product in two: ``x`` times all the adapters' A stacked, each
+        row's columns of other adapters zeroed, times their B (scaled) side by side. Per run,
+        each LoRA product and its backward would be several small operations (about a fifth of
+        a joint update's time); this costs as many products as adapters, in two calls."""
+        a = torch.cat([layer.lora_A[n].weight for n in names])  # (sum of ranks, H)
+        b = torch.cat([layer.lora_B[n].weight * layer.scaling[n] for n in names], dim=1)
+        low = torch.nn.functional.linear(x.to(a.dtype), a)  # (rows, ..., sum of ranks)
+        mask = self._mask(names, [layer.lora_A[n].weight.shape[0] for n in names], low)
+        return torch.nn.functional.linear(low * mask, b)
+
+    def _mask(self, names: list[str], ranks: list[int], like: torch.Tensor) -> torch.Tensor:
+        """(rows, 1, ..., sum of ranks): 1 where a row's own adapter's columns are, else 0."""
+        key = (tuple(names), tuple(ranks), like.dtype, like.device, like.dim())
+        if key not in self._masks:
+            mask = torch.zeros(len(self.names), sum(ranks), dtype=like.dtype, device=like.device)
+            starts = dict(zip(names, itertools.accumulate(ranks, initial=0), strict=False))
+            for name, first, end in self.segments:
+                if name in starts:
+                    rank = ranks[names.index(name)]
+                    mask[first:end, starts[name] : starts[name] + rank] = 1
+            shape = (len(self.names),) + (1,) * (like.dim() - 2) + (sum(ranks),)
+            self._masks[key] = mask.view(shape)
+        return self._masks[key]
+
+
+def _dropout(layer: Any, names: list[str]) -> bool:
+    """Whether any of the adapters drops out in this pass (stacking would share one draw)."""
+    return any(
+        isinstance(layer.lora_dropout[n], torch.nn.Dropout) and layer.lora_dropout[n].training
+        for n in names
+    )
 
 
 class AdapterPool:
@@ -219,12 +260,14 @@ class AdapterPool:
 
     @contextmanager
     def rows(
-        self, names: Sequence[str | None], *, trainable: bool = False
+        self, names: Sequence[str | None], *, trainable: bool = False, stacked: bool = True
     ) -> Iterator[RowAdapters]:
         """Routes each batch row of ``self.model``'s forward passes through its own adapter
         (``None``: the base alone) until the block ends. With ``trainable`` the named adapters'
-        parameters take gradients meanwhile; requires_grad flags are restored after."""
-        routing = RowAdapters(names)
+        parameters take gradients meanwhile; requires_grad flags are restored after.
+        ``stacked=False`` keeps passes with gradients run by run (``RowAdapters``; for
+        benchmarks)."""
+        routing = RowAdapters(names, stacked=stacked)
         adapters = sorted({n for n in names if n})
         params = [p for n in adapters for p in self.adapter_parameters(n).values()]
         flags = [p.requires_grad for p in params]
@@ -268,9 +311,7 @@ class AdapterPool:
             parts = key.split(".")
             # peft names a LoRA weight <module path>.lora_A.<adapter>.weight: the adapter's name
             # is the part after a lora_* part (it may also be a module path's part, e.g. "mlp")
-            at = next(
-                (i for i in range(len(parts) - 1) if parts[i].startswith("lora_")), None
-            )
+            at = next((i for i in range(len(parts) - 1) if parts[i].startswith("lora_")), None)
             if at is not None and parts[at + 1] == name:
                 found[".".join(parts[: at + 1] + parts[at + 2 :])] = param
         return dict(sorted(found.items()))

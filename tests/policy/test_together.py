@@ -112,6 +112,39 @@ def test_each_row_goes_through_its_own_adapter(pool: AdapterPool, tokenizer) -> 
         assert torch.allclose(mixed[row], alone[name], atol=1e-5), (row, name)
 
 
+def test_a_pass_with_gradients_gives_each_row_and_each_adapter_its_own(pool: AdapterPool, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """Recording gradients, the adapters are stacked for all rows at once (not run after run):
+    each row's logits and each adapter's gradient are still what that adapter's rows alone
+    give."""
+    ids = torch.tensor(encode_prompts(tokenizer, [conversation(QUESTIONS[0])]) * 5)  # (5, T)
+    routed = ["bob", None, "alice", "alice", "bob"]
+    weights = torch.randn(5, ids.shape[1], 8, generator=torch.Generator().manual_seed(1))
+
+    def loss(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        return (logits[..., :8] * weights[rows]).sum()
+
+    alone_logits, alone_grads = {}, {}
+    for name in ("alice", "bob"):
+        rows = [r for r, n in enumerate(routed) if n == name]
+        with pool.activate(name) as model:
+            logits = model(input_ids=ids[rows]).logits
+            loss(logits, rows).backward()
+        alone_logits |= {r: logits[k].detach() for k, r in enumerate(rows)}
+        alone_grads[name] = {k: p.grad.clone() for k, p in pool.adapter_parameters(name).items()}
+        pool.model.zero_grad(set_to_none=True)
+    with torch.no_grad(), pool.reference() as model:
+        alone_logits[1] = model(input_ids=ids[1:2]).logits[0]
+    with pool.rows(routed, trainable=True):
+        mixed = pool.model(input_ids=ids).logits
+        loss(mixed, list(range(5))).backward()
+    for row in range(5):
+        assert near(mixed[row].detach(), alone_logits[row], rel=1e-5), row
+    for name, grads in alone_grads.items():
+        for key, param in pool.adapter_parameters(name).items():
+            assert near(param.grad, grads[key], rel=1e-5), (name, key)
+    assert all(p.grad is None for p in pool.adapter_parameters("carol").values())
+
+
 def test_routing_restores_gradients_flags_and_layers(pool: AdapterPool) -> None:
     flags = {n: [p.requires_grad for p in pool.adapter_parameters(n).values()] for n in NAMES}
     with pool.rows(["alice", "bob"], trainable=True):
