@@ -157,8 +157,9 @@ class RowAdapters:
     def _stacked(self, layer: Any, names: list[str], x: torch.Tensor) -> torch.Tensor:
         """Every row's low-rank product in two: ``x`` times all the adapters' A stacked, each
         row's columns of other adapters zeroed, times their B (scaled) side by side. Per run,
-        each LoRA product and its backward would be several small operations (about a fifth of
-        a joint update's time); this costs as many products as adapters, in two calls."""
+        each LoRA product and its backward would be several small operations and casts (about a
+        quarter of a joint update's pass under bf16 autocast); this costs as many products as
+        adapters, in two calls."""
         a = torch.cat([layer.lora_A[n].weight for n in names])  # (sum of ranks, H)
         b = torch.cat([layer.lora_B[n].weight * layer.scaling[n] for n in names], dim=1)
         low = torch.nn.functional.linear(x.to(a.dtype), a)  # (rows, ..., sum of ranks)
