@@ -31,16 +31,14 @@ import time
 from collections.abc import Callable
 
 import torch
+from bench_prompt_sharing import NEW_TOKENS, experiment_samples
 
 from node import defaults
 from node.learning_data import ScoredGroup
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
-from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
 from node.policy.grpo import GRPOConfig, TrainShare, train_together
-from node.policy.model import encode_prompts, load_base
-from node.tasks import build_messages, derive_tasks, get_preset
+from node.policy.model import load_base
 
-NEW_TOKENS = 16
 REWARDS = {4: [1.0, 0.0, 0.5, 0.0], 8: [1.0, 0.0, 0.5, 0.0, 1.0, 0.0, 0.0, 0.5]}
 
 
@@ -48,18 +46,7 @@ def sampled_groups(
     pool: AdapterPool, names: list[str], tasks: int, size: int
 ) -> dict[str, list[ScoredGroup]]:
     """Each adapter's ``tasks`` groups of ``size`` completions, sampled by it, as its own."""
-    tokenizer, preset = pool.base.tokenizer, get_preset("smol-easy")
-    prompts = [
-        encode_prompts(tokenizer, [build_messages(t) for t in derive_tasks(
-            bytes(32), f"0x{i + 1:040x}", preset)[:tasks]])
-        for i in range(len(names))
-    ]  # fmt: skip
-    requests = [GenerationRequest(p, i, n) for i, (p, n) in enumerate(zip(prompts, names))]
-    with pool.rows(names) as routing:
-        samples = generate_together(
-            pool.model, tokenizer, requests, num_completions=size,
-            sampling=SamplingConfig(max_new_tokens=NEW_TOKENS), routing=routing,
-        )  # fmt: skip
+    prompts, samples = experiment_samples(pool, names, tasks, size)
     return {
         name: [ScoredGroup(list(p), list(c), REWARDS[size]) for p, c in zip(ps, cs)]
         for name, ps, cs in zip(names, prompts, samples)

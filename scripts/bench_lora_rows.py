@@ -22,54 +22,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
-from bench_prompt_sharing import NODES, TASKS, G, experiment_groups
+from bench_prompt_sharing import NODES, TASKS, G, experiment_groups, one_pass
 
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
-from node.policy.attention import training_attention
-from node.policy.grpo import chosen_token_logprobs
 from node.policy.model import load_base
-from node.policy.precision import (
-    frozen_linear_as,
-    frozen_weights_as,
-    resolve_precision,
-    training_autocast,
-)
-from node.policy.prompt_sharing import TokenizedGroup, shared_prompt_hidden
-
-
-def one_pass(
-    pool: AdapterPool,
-    groups: list[TokenizedGroup],
-    adapters: list[str],
-    dtype: torch.dtype | None,
-    *,
-    stacked: bool,
-) -> tuple[float, torch.Tensor, torch.Tensor]:
-    """Seconds of one forward and backward, the log-probs and the adapters' gradients."""
-    device, model = torch.device("cpu"), pool.model
-    started = time.perf_counter()
-    with (
-        pool.rows(adapters, trainable=True, stacked=stacked) as routing,
-        training_attention(model, device),
-        frozen_weights_as(dtype, model),
-        training_autocast(dtype, device),
-    ):
-        hidden, targets = shared_prompt_hidden(
-            model, groups, pool.base.tokenizer.pad_token_id, adapters=adapters, routing=routing
-        )
-        head = frozen_linear_as(dtype, model.get_output_embeddings())
-        logps = chosen_token_logprobs(hidden, targets, head, chunk_tokens=256)
-        logps.sum().backward()
-    seconds = time.perf_counter() - started
-    grads = torch.cat([
-        p.grad.flatten() for name in dict.fromkeys(adapters)
-        for p in pool.adapter_parameters(name).values()
-    ])  # fmt: skip
-    model.zero_grad(set_to_none=True)
-    return seconds, logps.detach().float(), grads
+from node.policy.precision import resolve_precision
 
 
 def main() -> None:

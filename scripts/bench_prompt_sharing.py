@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from node.learning_data import ScoredGroup
+from node.learning_data import GeneratedCompletion, ScoredGroup
 from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
 from node.policy.attention import training_attention
 from node.policy.generation import GenerationRequest, SamplingConfig, generate_together
@@ -45,20 +45,30 @@ from node.tasks import build_messages, derive_tasks, get_preset
 NODES, TASKS, G, NEW_TOKENS = 4, 4, 4, 16
 
 
-def experiment_groups(pool: AdapterPool, names: list[str]) -> list[TokenizedGroup]:
-    """Each adapter's 4 tasks with G completions it sampled, tokenised as the update does."""
+def experiment_samples(
+    pool: AdapterPool, names: list[str], tasks: int = TASKS, size: int = G
+) -> tuple[list[list[list[int]]], list[list[list[GeneratedCompletion]]]]:
+    """Each adapter's first ``tasks`` tasks of the ``smol-easy`` preset (its prompt ids), and
+    ``size`` completions of each that it sampled, up to ``NEW_TOKENS``."""
     tokenizer, preset = pool.base.tokenizer, get_preset("smol-easy")
     prompts = [
         encode_prompts(tokenizer, [build_messages(t) for t in derive_tasks(
-            bytes(32), f"0x{i + 1:040x}", preset)[:TASKS]])
+            bytes(32), f"0x{i + 1:040x}", preset)[:tasks]])
         for i in range(len(names))
     ]  # fmt: skip
     requests = [GenerationRequest(p, i, n) for i, (p, n) in enumerate(zip(prompts, names))]
     with pool.rows(names) as routing:
         samples = generate_together(
-            pool.model, tokenizer, requests, num_completions=G,
+            pool.model, tokenizer, requests, num_completions=size,
             sampling=SamplingConfig(max_new_tokens=NEW_TOKENS), routing=routing,
         )  # fmt: skip
+    return prompts, samples
+
+
+def experiment_groups(pool: AdapterPool, names: list[str]) -> list[TokenizedGroup]:
+    """Each adapter's 4 tasks with G completions it sampled, tokenised as the update does."""
+    tokenizer = pool.base.tokenizer
+    prompts, samples = experiment_samples(pool, names)
     rewards = torch.tensor([1.0, 0.0, 0.5, 0.0])
     return [
         tokenize_group(ScoredGroup(list(p), list(c), rewards.tolist()),
@@ -73,14 +83,16 @@ def one_pass(
     adapters: list[str],
     dtype: torch.dtype | None,
     *,
-    packed: bool,
-) -> tuple[float, torch.Tensor]:
-    """Seconds of one forward and backward, and the log-probs."""
+    packed: bool = True,
+    stacked: bool = True,
+) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """Seconds of one forward and backward, the log-probs and the adapters' gradients (one
+    vector), the completions ``packed`` or not, the adapters ``stacked`` or run by run."""
     device = torch.device("cpu")
     model = pool.model
     started = time.perf_counter()
     with (
-        pool.rows(adapters, trainable=True) as routing,
+        pool.rows(adapters, trainable=True, stacked=stacked) as routing,
         training_attention(model, device),
         frozen_weights_as(dtype, model),
         training_autocast(dtype, device),
@@ -92,8 +104,13 @@ def one_pass(
         head = frozen_linear_as(dtype, model.get_output_embeddings())
         logps = chosen_token_logprobs(hidden, targets, head, chunk_tokens=256)
         logps.sum().backward()
+    seconds = time.perf_counter() - started
+    grads = torch.cat([
+        p.grad.flatten() for name in dict.fromkeys(adapters)
+        for p in pool.adapter_parameters(name).values()
+    ])  # fmt: skip
     model.zero_grad(set_to_none=True)
-    return time.perf_counter() - started, logps.detach().float()
+    return seconds, logps.detach().float(), grads
 
 
 def main() -> None:
@@ -125,7 +142,7 @@ def main() -> None:
         logps: dict[bool, torch.Tensor] = {}
         for repeat in range(args.repeats + 1):
             for packed in (False, True):
-                spent, logps[packed] = one_pass(pool, groups, adapters, dtype, packed=packed)
+                spent, logps[packed], _ = one_pass(pool, groups, adapters, dtype, packed=packed)
                 if repeat:  # the first of each is a warm-up
                     seconds[packed].append(spent)
         copied, packed_s = statistics.median(seconds[False]), statistics.median(seconds[True])
