@@ -25,19 +25,17 @@ Usage: .venv/bin/python scripts/bench_gap_rule.py [--repeats 7] [--threads 2]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
-from bench_prompt_sharing import NEW_TOKENS, experiment_samples
+from bench_prompt_sharing import NEW_TOKENS, bench_arguments, experiment_pool, experiment_samples
 
 from node import defaults
 from node.learning_data import ScoredGroup
-from node.policy.adapters import AdapterPool, LoraSettings, OptimizerSettings
+from node.policy.adapters import AdapterPool
 from node.policy.grpo import GRPOConfig, TrainShare, train_together
-from node.policy.model import load_base
 
 REWARDS = {4: [1.0, 0.0, 0.5, 0.0], 8: [1.0, 0.0, 0.5, 0.0, 1.0, 0.0, 0.0, 0.5]}
 
@@ -68,12 +66,11 @@ def config(gap: float | None, micro_batch_size: int) -> GRPOConfig:
 
 
 def experiment(pool: AdapterPool) -> Callable[[float | None], None]:
-    """The 2/2 joint update of four adapters: one pass."""
-    names = [f"n{i}" for i in range(4)]
+    """The 2/2 joint update of the pool's adapters (four): one pass."""
+    names = pool.names
     sampled = sampled_groups(pool, names, tasks=2, size=4)
-    groups = {
-        name: sampled[name] + as_peers(sampled[names[(i + 1) % 4]]) for i, name in enumerate(names)
-    }
+    following = names[1:] + names[:1]
+    groups = {name: sampled[name] + as_peers(sampled[peer]) for name, peer in zip(names, following)}
 
     def update(gap: float | None) -> None:
         shares = [
@@ -115,16 +112,9 @@ def median_seconds(update: Callable[[float | None], None], repeats: int) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=7, help="timed updates of each side")
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    args = bench_arguments(__doc__, "updates of each side")
 
-    pool = AdapterPool(load_base("smollm2-135m"))
-    for i in range(4):
-        pool.add(f"n{i}", LoraSettings(), OptimizerSettings(lr=5e-4), seed=i)
+    pool, _ = experiment_pool()
     for name, workload in (("experiment", experiment), ("node", node)):
         medians = median_seconds(workload(pool), args.repeats)
         ratio = medians["with"] / medians["without"]

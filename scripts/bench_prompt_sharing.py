@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Iterator
 
 import torch
 
@@ -113,18 +114,67 @@ def one_pass(
     return seconds, logps.detach().float(), grads
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=7, help="timed passes of each way")
+def bench_arguments(doc: str, repeated: str) -> argparse.Namespace:
+    """The policy benchmarks' command line (``--repeats`` of ``repeated``, ``--threads``),
+    parsed, with torch's threads set and its seed fixed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=7, help=f"timed {repeated}")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    return args
 
-    base = load_base("smollm2-135m")
-    pool, names = AdapterPool(base), [f"n{i}" for i in range(NODES)]
+
+def experiment_pool(*, trained: bool = False) -> tuple[AdapterPool, list[str]]:
+    """``NODES`` adapters over the shipped SmolLM2, and their names. New adapters start as the
+    base (B is zero); ``trained`` draws their B, so that each adapter computes its own."""
+    pool, names = AdapterPool(load_base("smollm2-135m")), [f"n{i}" for i in range(NODES)]
     for i, name in enumerate(names):
         pool.add(name, LoraSettings(), OptimizerSettings(lr=5e-4), seed=i)
+        if trained:
+            with torch.no_grad():
+                for key, param in pool.adapter_parameters(name).items():
+                    if "lora_B" in key:
+                        param.normal_(0, 0.01)
+    return pool, names
+
+
+def precisions() -> Iterator[tuple[str, torch.dtype | None]]:
+    """float32, then bf16 autocast where the update would pick it (said where it would not)."""
+    yield "float32", None
+    dtype = resolve_precision("auto", torch.device("cpu"))
+    if dtype is None:
+        print("auto: float32 on this machine (no faster bf16), not measured again")
+    else:
+        yield "bf16 autocast", dtype
+
+
+def alternated(
+    pool: AdapterPool,
+    groups: list[TokenizedGroup],
+    adapters: list[str],
+    dtype: torch.dtype | None,
+    repeats: int,
+    ways: dict[str, dict[str, bool]],
+) -> dict[str, tuple[float, torch.Tensor, torch.Tensor]]:
+    """Each way's (``one_pass``'s keywords) median seconds over ``repeats`` passes after a
+    warm-up, the ways alternating, with its last pass's log-probs and gradients."""
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    last: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    for repeat in range(repeats + 1):
+        for way, keywords in ways.items():
+            spent, logps, grads = one_pass(pool, groups, adapters, dtype, **keywords)
+            last[way] = (logps, grads)
+            if repeat:  # the first of each is a warm-up
+                seconds[way].append(spent)
+    return {way: (statistics.median(seconds[way]), *last[way]) for way in ways}
+
+
+def main() -> None:
+    args = bench_arguments(__doc__, "passes of each way")
+
+    pool, names = experiment_pool()
     groups = experiment_groups(pool, names)
     adapters = [n for n in names for _ in range(TASKS)]
     tokens = sum(g.num_tokens for g in groups)
@@ -132,23 +182,13 @@ def main() -> None:
           f"prompts of {min(len(g.prompt_ids) for g in groups)}-"
           f"{max(len(g.prompt_ids) for g in groups)} tokens, {args.threads} threads")  # fmt: skip
 
-    for precision in ("float32", "auto"):
-        dtype = resolve_precision(precision, torch.device("cpu"))
-        if precision == "auto" and dtype is None:
-            print("auto: float32 on this machine (no faster bf16), not measured again")
-            continue
-        label = "bf16 autocast" if dtype is not None else "float32"
-        seconds: dict[bool, list[float]] = {True: [], False: []}
-        logps: dict[bool, torch.Tensor] = {}
-        for repeat in range(args.repeats + 1):
-            for packed in (False, True):
-                spent, logps[packed], _ = one_pass(pool, groups, adapters, dtype, packed=packed)
-                if repeat:  # the first of each is a warm-up
-                    seconds[packed].append(spent)
-        copied, packed_s = statistics.median(seconds[False]), statistics.median(seconds[True])
-        gap = float((logps[True] - logps[False]).abs().max())
-        print(f"{label}: copied {copied:.3f} s, packed {packed_s:.3f} s (median of "
-              f"{args.repeats}): {copied / packed_s:.2f}x; log-probs differ by at most "
+    ways = {"copied": {"packed": False}, "packed": {"packed": True}}
+    for label, dtype in precisions():
+        result = alternated(pool, groups, adapters, dtype, args.repeats, ways)
+        (copied, copied_logps, _), (packed, packed_logps, _) = result["copied"], result["packed"]
+        gap = float((packed_logps - copied_logps).abs().max())
+        print(f"{label}: copied {copied:.3f} s, packed {packed:.3f} s (median of "
+              f"{args.repeats}): {copied / packed:.2f}x; log-probs differ by at most "
               f"{gap:.1e}")  # fmt: skip
 
 
