@@ -25,8 +25,9 @@ S-LoRA / Punica idea), so that several in-process nodes generate and train toget
 
 For the block each LoRA layer's forward is ``RowAdapters.forward``: the frozen base's product once
 for all rows, then each run of consecutive rows with one adapter adds that adapter's low-rank
-product (recording gradients, the adapters' products are stacked instead: ``RowAdapters``). With ``trainable=True`` every named adapter takes gradients, so one backward pass fills
-each node's gradients; each node's optimizer then steps its own.
+product (recording gradients, the adapters' products are stacked instead: ``RowAdapters``).
+With ``trainable=True`` every named adapter takes gradients, so one backward pass fills each
+node's gradients; each node's optimizer then steps its own.
 Not thread-safe: activate adapters and route rows from one thread.
 """
 
@@ -171,11 +172,11 @@ class RowAdapters:
         key = (tuple(names), tuple(ranks), like.dtype, like.device, like.dim())
         if key not in self._masks:
             mask = torch.zeros(len(self.names), sum(ranks), dtype=like.dtype, device=like.device)
-            starts = dict(zip(names, itertools.accumulate(ranks, initial=0), strict=False))
+            starts = itertools.accumulate(ranks, initial=0)
+            columns = {n: (start, start + r) for n, start, r in zip(names, starts, ranks)}
             for name, first, end in self.segments:
-                if name in starts:
-                    rank = ranks[names.index(name)]
-                    mask[first:end, starts[name] : starts[name] + rank] = 1
+                if name in columns:
+                    mask[first:end, columns[name][0] : columns[name][1]] = 1
             shape = (len(self.names),) + (1,) * (like.dim() - 2) + (sum(ranks),)
             self._masks[key] = mask.view(shape)
         return self._masks[key]
@@ -312,7 +313,9 @@ class AdapterPool:
             parts = key.split(".")
             # peft names a LoRA weight <module path>.lora_A.<adapter>.weight: the adapter's name
             # is the part after a lora_* part (it may also be a module path's part, e.g. "mlp")
-            at = next((i for i in range(len(parts) - 1) if parts[i].startswith("lora_")), None)
+            at = next(
+                (i for i in range(len(parts) - 1) if parts[i].startswith("lora_")), None
+            )
             if at is not None and parts[at + 1] == name:
                 found[".".join(parts[: at + 1] + parts[at + 2 :])] = param
         return dict(sorted(found.items()))
