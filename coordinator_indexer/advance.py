@@ -22,7 +22,7 @@ tests hold both to a fresh index of the same chain: the two ways cannot drift ap
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from types import SimpleNamespace
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, bindparam, false, or_, select
@@ -30,6 +30,7 @@ from sqlalchemy import Connection, Table, and_, bindparam, false, or_, select
 from coordinator_indexer import derive, schema
 from coordinator_indexer.bulk import execute_many
 from coordinator_indexer.derive import Phase
+from coordinator_indexer.recent import RecentRounds
 from coordinator_indexer.records import Records
 from coordinator_indexer.round_rules import RulesHistory, read_rules_history
 
@@ -49,14 +50,17 @@ _SUMS = (
 )
 
 
-def apply_rows(conn: Connection, records: Records, phase: Phase) -> None:
-    """Inserts ``records``' rows and brings every derived row up to date (module docstring)."""
+def apply_rows(conn: Connection, records: Records, phase: Phase, recent: RecentRounds) -> None:
+    """Inserts ``records``' rows and brings every derived row up to date (module docstring);
+    ``recent`` holds the touched rounds' rows as the database did before (``recent``), and after."""
     if records.touched.rules or phase.stale or (phase.kept is None) != (phase.now is None):
+        recent.clear()
         _insert(conn, records)
         derive.recompute(conn, records.touched, phase)
         return
     rows = records.rows
     rules = read_rules_history(conn)
+    recent.load(conn, records.touched.rounds)
     shares: defaultdict[str, Counter[str]] = defaultdict(Counter)
     _add_phase_move(conn, phase, shares)
     seat_rounds = {row["round"] for row in rows[schema.seals]} | {
@@ -64,21 +68,22 @@ def apply_rows(conn: Connection, records: Records, phase: Phase) -> None:
     }
     voters = {(row["round"], row["attester"]) for row in rows[schema.votes]}
     voters = {(r, a) for r, a in voters if r not in seat_rounds}
-    _add_duty_shares(conn, seat_rounds, voters, phase.now, shares, sign=-1)
-    new = _fill_new_batches(conn, rows, rules)
+    duties_before = _duties(recent, seat_rounds, voters)
+    new = _fill_new_batches(recent, rows, rules)
     _insert(conn, records)
+    recent.add(rows)
     for row in new.values():
-        _add(shares, row["peer"], _batch_share(SimpleNamespace(**row), phase.now), 1)
+        _add(shares, row["peer"], _batch_share(row, phase.now), 1)
     arrived = {(row["round"], row["peer"]) for row in rows[schema.publications]}
-    changed = derive.recompute_verdicts(conn, records.touched.batches - set(new), rules)
-    for before, verdict in changed:
-        if (before.round, before.peer) not in arrived:  # a new row had no share before
-            _add(shares, before.peer, _batch_share(before, phase.now), -1)
-        after = SimpleNamespace(**{**before._asdict(), **verdict})
-        _add(shares, before.peer, _batch_share(after, phase.now), 1)
-    derive.recompute_duties(conn, seat_rounds)
-    derive.recompute_duty_rows(conn, voters)
-    _add_duty_shares(conn, seat_rounds, voters, phase.now, shares, sign=1)
+    for before, verdict in _write_verdicts(conn, recent, records.touched.batches - set(new), rules):
+        if (before["round"], before["peer"]) not in arrived:  # a new row had no share before
+            _add(shares, before["peer"], _batch_share(before, phase.now), -1)
+        _add(shares, before["peer"], _batch_share({**before, **verdict}, phase.now), 1)
+    duties_after = _write_duties(conn, recent, seat_rounds, voters)
+    for (round_, peer), duty in duties_before.items():
+        _add(shares, peer, _duty_share(round_, duty, phase.now), -1)
+    for (round_, peer), duty in duties_after.items():
+        _add(shares, peer, _duty_share(round_, duty, phase.now), 1)
     for row in rows[schema.votes]:
         if row["counted"]:
             shares[row["attester"]]["attestations_given"] += 1
@@ -87,7 +92,8 @@ def apply_rows(conn: Connection, records: Records, phase: Phase) -> None:
     derive.recompute_peers(conn, rebuilt, phase.now)
     if rebuilt or moved:
         derive.rerank(conn)
-    derive.recompute_rounds(conn, records.touched.rounds)
+    _write_rounds(conn, recent, records.touched.rounds)
+    recent.evict(keep=records.touched.rounds)
 
 
 def _insert(conn: Connection, records: Records) -> None:
@@ -100,23 +106,18 @@ def _insert(conn: Connection, records: Records) -> None:
 
 
 def _fill_new_batches(
-    conn: Connection, rows: dict[Table, list[dict[str, Any]]], rules: RulesHistory
+    recent: RecentRounds, rows: dict[Table, list[dict[str, Any]]], rules: RulesHistory
 ) -> dict[tuple[int, str], dict[str, Any]]:
     """Writes the verdict columns of the range's new batches into their rows before they go in,
     where nothing else (a vote, a settlement, evidence, in this range or an earlier one) can have
     a say in them yet; returns those rows by key. The others are recomputed after the insert."""
-    publications = rows[schema.publications]
-    rounds = {row["round"] for row in publications}
     spoken = set()
     for table in (schema.votes, schema.settlements, schema.evidence):
         spoken.update((row["round"], row["subject"]) for row in rows[table])
-        for chunk in derive.chunks(rounds):
-            query = select(table.c.round, table.c.subject).where(table.c.round.in_(chunk))
-            spoken.update((row.round, row.subject) for row in conn.execute(query))
     new = {}
-    for row in publications:
+    for row in rows[schema.publications]:
         key = (row["round"], row["peer"])
-        if key in spoken or key in new:
+        if key in spoken or key in new or recent[row["round"]].spoken(row["peer"]):
             continue  # judged before it was published (a stand-in contract can), or a duplicate
         maximum = rules.batch_max_milli(row["round"])
         row.update(derive.verdict_of_new_batch(row["claimed_milli"], maximum))
@@ -124,31 +125,111 @@ def _fill_new_batches(
     return new
 
 
-def _batch_share(row: Any, closed_before: int | None) -> dict[str, int]:
-    """What one batch adds to its publisher's totals (derive's definitions)."""
-    claimed_counts = bool(row.claimed_in_range)
-    verified_counts = row.verified_in_range is not None and bool(row.verified_in_range)
-    outside = not claimed_counts or (row.verified_in_range is not None and not verified_counts)
-    pending = derive.batch_is_pending(row.round, bool(row.settled), row.flags, closed_before)
+def _write_verdicts(
+    conn: Connection, recent: RecentRounds, batches: set[tuple[int, str]], rules: RulesHistory
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``derive.write_verdicts`` of the published ``batches``, from ``recent``'s rows (which
+    take the new columns too)."""
+    by_round: defaultdict[int, list[str]] = defaultdict(list)
+    for round_, subject in batches:
+        by_round[round_].append(subject)
+    changes = []
+    for round_, subjects in sorted(by_round.items()):
+        rows = recent[round_]
+        inputs = [
+            (rows.published[subject], *rows.verdict_inputs(subject))
+            for subject in sorted(subjects)
+            if subject in rows.published
+        ]
+        changed = derive.write_verdicts(conn, inputs, rules.batch_max_milli(round_))
+        for before, verdict in changed:
+            rows.published[before["peer"]].update(
+                (name, verdict[name]) for name in derive.SHARE_COLUMNS if name in verdict
+            )
+        changes += changed
+    return changes
+
+
+def _duties(
+    recent: RecentRounds, rounds: set[int], pairs: set[tuple[int, str]]
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """The duty rows (seats, done) of every peer in ``rounds`` and of the ``pairs``, as kept."""
+    duties = {}
+    for round_ in rounds:
+        duties.update(((round_, peer), row) for peer, row in recent[round_].duties.items())
+    for round_, peer in pairs:
+        row = recent[round_].duties.get(peer)
+        if row is not None:
+            duties[(round_, peer)] = row
+    return duties
+
+
+def _write_duties(
+    conn: Connection, recent: RecentRounds, rounds: set[int], pairs: set[tuple[int, str]]
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """Draws the duty rows of ``rounds`` (whose seal or subjects arrived) and of the ``pairs``
+    (voters of other rounds) again from ``recent``'s rows, writes those that changed and keeps
+    them there; returns them as ``_duties`` does."""
+    u = schema.duties
+    for round_ in sorted(rounds):
+        rows = recent[round_]
+        rows.duties = rows.all_duties(round_)
+        conn.execute(u.delete().where(u.c.round == round_))
+        execute_many(conn, u.insert(), [_duty_row(round_, p, d) for p, d in rows.duties.items()])
+    for round_, peers in derive.round_chunks(pairs):
+        rows = recent[round_]
+        drawn = {peer: rows.duty(round_, peer) for peer in peers}
+        changed = [peer for peer, duty in drawn.items() if duty != rows.duties.get(peer)]
+        if not changed:
+            continue
+        conn.execute(u.delete().where(u.c.round == round_, u.c.peer.in_(changed)))
+        for peer in changed:
+            if drawn[peer] is None:
+                rows.duties.pop(peer, None)
+            else:
+                rows.duties[peer] = drawn[peer]
+        fresh = [_duty_row(round_, peer, rows.duties[peer]) for peer in changed if drawn[peer]]
+        execute_many(conn, u.insert(), fresh)
+    return _duties(recent, rounds, pairs)
+
+
+def _duty_row(round_: int, peer: str, duty: tuple[int, int]) -> dict[str, Any]:
+    return {"round": round_, "peer": peer, "seats": duty[0], "done": duty[1]}
+
+
+def _write_rounds(conn: Connection, recent: RecentRounds, rounds: set[int]) -> None:
+    """The ``rounds`` rows of ``rounds``, from ``recent``'s rows."""
+    for chunk in derive.chunks(rounds):
+        rows = [recent[round_].totals(round_) for round_ in chunk]
+        derive.write_round_rows(conn, chunk, [row for row in rows if row is not None])
+
+
+def _batch_share(row: Mapping[str, Any], closed_before: int | None) -> dict[str, int]:
+    """What one batch (its ``derive.SHARE_COLUMNS``) adds to its publisher's totals (derive's
+    definitions)."""
+    in_range = row["verified_in_range"]
+    claimed_counts = bool(row["claimed_in_range"])
+    verified_counts = in_range is not None and bool(in_range)
+    outside = not claimed_counts or (in_range is not None and not verified_counts)
+    pending = derive.batch_is_pending(
+        row["round"], bool(row["settled"]), row["flags"], closed_before
+    )
     return {
         "rounds": 1,
-        "verified_batches": int(bool(row.verified)),
-        "claimed_milli": row.claimed_milli if claimed_counts else 0,
-        "verified_milli": row.verified_milli if verified_counts else 0,
+        "verified_batches": int(bool(row["verified"])),
+        "claimed_milli": row["claimed_milli"] if claimed_counts else 0,
+        "verified_milli": row["verified_milli"] if verified_counts else 0,
         "out_of_range_batches": int(outside),
-        "flags_received": row.flags,
+        "flags_received": row["flags"],
         "pending_batches": int(pending),
     }
 
 
-def _duty_share(row: Any, closed_before: int | None) -> dict[str, int]:
-    """What one duty row adds to its peer's totals."""
-    closed = closed_before is not None and row.round < closed_before
-    return {
-        "duty_seats": row.seats,
-        "duty_done": row.done,
-        "duty_missed": row.seats - row.done if closed else 0,
-    }
+def _duty_share(round_: int, duty: tuple[int, int], closed_before: int | None) -> dict[str, int]:
+    """What one duty row (seats, done) of ``round_`` adds to its peer's totals."""
+    seats, done = duty
+    closed = closed_before is not None and round_ < closed_before
+    return {"duty_seats": seats, "duty_done": done, "duty_missed": seats - done if closed else 0}
 
 
 def _add(
@@ -157,24 +238,6 @@ def _add(
     counter = shares[peer]
     for name, value in share.items():
         counter[name] += sign * value
-
-
-def _add_duty_shares(
-    conn: Connection,
-    rounds: set[int],
-    pairs: set[tuple[int, str]],
-    closed_before: int | None,
-    shares: defaultdict[str, Counter[str]],
-    *,
-    sign: int,
-) -> None:
-    u = schema.duties
-    for chunk in derive.chunks(rounds):
-        for row in conn.execute(select(u).where(u.c.round.in_(chunk))):
-            _add(shares, row.peer, _duty_share(row, closed_before), sign)
-    for round_, peers in derive.round_chunks(pairs):
-        for row in conn.execute(select(u).where(u.c.round == round_, u.c.peer.in_(peers))):
-            _add(shares, row.peer, _duty_share(row, closed_before), sign)
 
 
 def _add_phase_move(conn: Connection, phase: Phase, shares: defaultdict[str, Counter[str]]) -> None:
@@ -191,8 +254,11 @@ def _add_phase_move(conn: Connection, phase: Phase, shares: defaultdict[str, Cou
         now = derive.batch_is_pending(row.round, bool(row.settled), row.flags, phase.now)
         shares[row.peer]["pending_batches"] += int(now) - int(was)
     for row in conn.execute(select(u).where(u.c.round >= low, u.c.round < high)):
-        was = _duty_share(row, phase.kept)["duty_missed"]
-        shares[row.peer]["duty_missed"] += _duty_share(row, phase.now)["duty_missed"] - was
+        duty = (row.seats, row.done)
+        was = _duty_share(row.round, duty, phase.kept)["duty_missed"]
+        shares[row.peer]["duty_missed"] += (
+            _duty_share(row.round, duty, phase.now)["duty_missed"] - was
+        )
 
 
 def _move_peers(

@@ -10,6 +10,7 @@ rows to the driver's ``executemany``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection
@@ -24,13 +25,17 @@ def execute_many(
         return
     compiled = statement.compile(dialect=conn.dialect, column_keys=list(rows[0]))
     defaults = _scalar_defaults(statement)
+    missing = {name: value for name, value in defaults.items() if name not in rows[0]}
+    if missing:
+        rows = [{**missing, **row} for row in rows]
     if compiled.positional:
         names = compiled.positiontup or []
-        params: list[Any] = [
-            tuple(row[name] if name in row else defaults[name] for name in names) for row in rows
-        ]
+        if len(names) == 1:
+            params: list[Any] = [(row[names[0]],) for row in rows]
+        else:
+            params = list(map(itemgetter(*names), rows))
     else:
-        params = [{**defaults, **row} for row in rows]
+        params = list(rows)
     conn.exec_driver_sql(str(compiled), params)
 
 

@@ -50,7 +50,7 @@ stale. Going forward, a range's rows move the derived rows by what they change i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -282,15 +282,10 @@ def _with_changed_maxima(conn: Connection, touched: Touched, rules: RulesHistory
 
 def recompute_verdicts(
     conn: Connection, batches: set[tuple[int, str]], rules: RulesHistory
-) -> list[tuple[Any, dict[str, Any]]]:
-    """Recomputes the verdict columns of ``batches``; returns each published one's row as it was
-    and its new verdict columns (what its publisher's totals move by)."""
-    v, d, p = schema.votes, schema.settlements, schema.publications
-    update = (
-        p.update()
-        .where(and_(p.c.round == bindparam("k_round"), p.c.peer == bindparam("k_peer")))
-        .values({name: bindparam(name) for name in _VERDICT_COLUMNS})
-    )
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Recomputes the verdict columns of ``batches`` from the database's rows (``write_verdicts``
+    for what it returns)."""
+    v, d = schema.votes, schema.settlements
     changes = []
     for round_, subjects in round_chunks(batches):
         votes: dict[str, list[Any]] = defaultdict(list)
@@ -305,16 +300,44 @@ def recompute_verdicts(
                 )
             )
         }
-        published = _published(conn, round_, subjects)
         evidence = _evidence_counts(conn, round_, subjects)
-        maximum = rules.batch_max_milli(round_)
-        params = []
-        for subject, row in published.items():
-            values = _verdict(votes[subject], outcomes.get(subject), row.claimed_milli, maximum)
-            values["evidence"] = evidence.get(subject, 0)
-            params.append({"k_round": round_, "k_peer": subject, **values})
-            changes.append((row, values))
-        execute_many(conn, update, params)
+        inputs = [
+            (row, votes[subject], outcomes.get(subject), evidence.get(subject, 0))
+            for subject, row in _published(conn, round_, subjects).items()
+        ]
+        changes += write_verdicts(conn, inputs, rules.batch_max_milli(round_))
+    return changes
+
+
+#: One batch's verdict inputs: its publication row (``SHARE_COLUMNS``), its votes (each with
+#: ``_VOTE_COLUMNS``' attributes), its outcome (``settlement_outcome``) and its evidence count.
+VerdictInputs = tuple[Mapping[str, Any], Sequence[Any], str | None, int]
+
+_VERDICT_UPDATE = (
+    schema.publications.update()
+    .where(
+        and_(
+            schema.publications.c.round == bindparam("k_round"),
+            schema.publications.c.peer == bindparam("k_peer"),
+        )
+    )
+    .values({name: bindparam(name) for name in _VERDICT_COLUMNS})
+)
+
+
+def write_verdicts(
+    conn: Connection, batches: Iterable[VerdictInputs], maximum: int
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Writes the verdict columns of published batches of one round (batch maximum
+    ``maximum``); returns each one's publication row as it was and its new verdict columns (what
+    its publisher's totals move by)."""
+    changes, params = [], []
+    for row, votes, outcome, evidence in batches:
+        values = _verdict(votes, outcome, row["claimed_milli"], maximum)
+        values["evidence"] = evidence
+        params.append({"k_round": row["round"], "k_peer": row["peer"], **values})
+        changes.append((dict(row), values))
+    execute_many(conn, _VERDICT_UPDATE, params)
     return changes
 
 
@@ -329,20 +352,20 @@ _VOTE_COLUMNS = tuple(
     for name in ("subject", "verified_milli", "weight_wei", "is_flag", "counted")
 )
 #: What a batch adds to its publisher's totals is made of (``advance``), and its claim.
-_SHARE_COLUMNS = (
+SHARE_COLUMNS = (
     "round", "peer", "claimed_milli", "claimed_in_range", "verified_in_range", "verified",
     "verified_milli", "settled", "flags",
 )  # fmt: skip
 
 
 def _published(conn: Connection, round_: int, peers: list[str]) -> dict[str, Any]:
-    """The publication rows (the columns of ``_SHARE_COLUMNS``) of ``peers``' batches of
+    """The publication rows (the columns of ``SHARE_COLUMNS``) of ``peers``' batches of
     ``round_`` that were published."""
     p = schema.publications
-    query = select(*(p.c[name] for name in _SHARE_COLUMNS)).where(
+    query = select(*(p.c[name] for name in SHARE_COLUMNS)).where(
         p.c.round == round_, p.c.peer.in_(peers)
     )
-    return {row.peer: row for row in conn.execute(query)}
+    return {row["peer"]: row for row in conn.execute(query).mappings()}
 
 
 def _evidence_counts(conn: Connection, round_: int, subjects: list[str]) -> dict[str, int]:
@@ -438,16 +461,16 @@ def _duty_rows(
     voted: dict[tuple[int, str], dict[str, bool]],
 ) -> list[dict[str, Any]]:
     """One row per peer that held a seat in the round: seats held and seats revealed on."""
-    ring = _ring(round_, seal, subjects)
+    ring = seat_ring(round_, seal, subjects)
     peers = sorted(set(weights) | {attester for r, attester in voted if r == round_})
     rows = (
-        _duty_row(round_, ring, peer, weights.get(peer, 0), voted.get((round_, peer), {}))
+        duty_row(round_, ring, peer, weights.get(peer, 0), voted.get((round_, peer), {}))
         for peer in peers
     )
     return [row for row in rows if row is not None]
 
 
-def _duty_row(
+def duty_row(
     round_: int, ring: RoundSeats | None, peer: str, weight: int, votes: dict[str, bool]
 ) -> dict[str, Any] | None:
     """``peer``'s duty in the round (None: no seat), from its ``weight`` at the seal and its
@@ -467,7 +490,7 @@ _RINGS: dict[tuple[Any, ...], RoundSeats] = {}
 _RINGS_KEPT = 16
 
 
-def _ring(round_: int, seal: Any, subjects: list[str]) -> RoundSeats | None:
+def seat_ring(round_: int, seal: Any, subjects: list[str]) -> RoundSeats | None:
     """The round's seat ring (None without a committee size), kept for the last few rounds
     asked: a round's votes arrive over several ranges, and each asks for its ring again. Keyed
     by everything the ring is made of, so a changed seal or subject set makes a new one."""
@@ -482,42 +505,6 @@ def _ring(round_: int, seal: Any, subjects: list[str]) -> RoundSeats | None:
             _RINGS.pop(next(iter(_RINGS)))
         _RINGS[key] = ring
     return ring
-
-
-def recompute_duty_rows(conn: Connection, pairs: set[tuple[int, str]]) -> None:
-    """Recomputes the duty rows of these (round, peer) pairs only: what a peer's new votes change
-    when the round's seal and subjects are as they were."""
-    w, v, u = schema.seal_weights, schema.votes, schema.duties
-    rings: dict[int, tuple[bool, RoundSeats | None]] = {}
-    for round_, chunk in round_chunks(pairs):
-        if round_ not in rings:
-            rings[round_] = _sealed_ring(conn, round_)
-        sealed, ring = rings[round_]
-        if not sealed:
-            continue  # duties exist for sealed rounds only
-        weights = {
-            row.peer: int(row.weight_wei)
-            for row in conn.execute(select(w).where(w.c.round == round_, w.c.peer.in_(chunk)))
-        }
-        voted: dict[str, dict[str, bool]] = defaultdict(dict)
-        query = select(v.c.subject, v.c.attester, v.c.counted).where(
-            v.c.round == round_, v.c.attester.in_(chunk)
-        )
-        for row in conn.execute(query):
-            voted[row.attester][row.subject] = bool(row.counted)
-        conn.execute(u.delete().where(u.c.round == round_, u.c.peer.in_(chunk)))
-        rows = [_duty_row(round_, ring, peer, weights.get(peer, 0), voted[peer]) for peer in chunk]
-        execute_many(conn, u.insert(), [row for row in rows if row is not None])
-
-
-def _sealed_ring(conn: Connection, round_: int) -> tuple[bool, RoundSeats | None]:
-    """Whether the round is sealed, and its seat ring (``_ring``)."""
-    s, p = schema.seals, schema.publications
-    seal = conn.execute(select(s).where(s.c.round == round_)).first()
-    if seal is None:
-        return False, None
-    subjects = list(conn.execute(select(p.c.peer).where(p.c.round == round_)).scalars())
-    return True, _ring(round_, seal, subjects)
 
 
 # --------------------------------------------------------------------------------------- peers
@@ -692,107 +679,93 @@ def rerank(conn: Connection) -> None:
 
 
 def recompute_rounds(conn: Connection, rounds: set[int]) -> None:
+    """Rewrites the ``rounds`` rows of ``rounds`` from their event and duty rows."""
+    p, v, d, u, s = (
+        schema.publications,
+        schema.votes,
+        schema.settlements,
+        schema.duties,
+        schema.seals,
+    )
     for chunk in chunks(rounds):
-        parts = [
-            _round_publications(conn, chunk),
-            _round_votes(conn, chunk),
-            _round_settlements(conn, chunk),
-            _round_duties(conn, chunk),
-        ]
-        sealed = set(
-            conn.execute(select(schema.seals.c.round).where(schema.seals.c.round.in_(chunk)))
-            .scalars()
-            .all()
-        )
-        conn.execute(schema.rounds.delete().where(schema.rounds.c.round.in_(chunk)))
+        published: dict[int, list[Any]] = defaultdict(list)
+        columns = [p.c.round, *(p.c[name] for name in ROUND_COLUMNS)]
+        for row in conn.execute(select(*columns).where(p.c.round.in_(chunk))):
+            published[row[0]].append(dict(zip(ROUND_COLUMNS, row[1:], strict=True)))
+        counted = select(
+            v.c.round, func.count(), func.coalesce(func.sum(case((v.c.is_flag, 1), else_=0)), 0)
+        ).where(v.c.round.in_(chunk), v.c.counted == true())
+        votes = {
+            row[0]: (int(row[1]), int(row[2])) for row in conn.execute(counted.group_by(v.c.round))
+        }
+        outcomes: dict[int, list[int]] = defaultdict(list)
+        for row in conn.execute(select(d.c.round, d.c.outcome).where(d.c.round.in_(chunk))):
+            outcomes[row.round].append(row.outcome)
+        duties: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for row in conn.execute(select(u.c.round, u.c.seats, u.c.done).where(u.c.round.in_(chunk))):
+            duties[row.round].append((row.seats, row.done))
+        sealed = set(conn.execute(select(s.c.round).where(s.c.round.in_(chunk))).scalars())
         rows = [
-            _round_row(round_, *(part.get(round_) for part in parts), round_ in sealed)
+            round_row_of(
+                round_,
+                published[round_],
+                votes.get(round_, (0, 0)),
+                outcomes[round_],
+                duties[round_],
+                round_ in sealed,
+            )
             for round_ in chunk
-            if any(round_ in part for part in parts) or round_ in sealed
         ]
-        if rows:
-            conn.execute(schema.rounds.insert(), rows)
+        write_round_rows(conn, chunk, [row for row in rows if row is not None])
 
 
-def _round_publications(conn: Connection, chunk: list[int]) -> dict[int, Any]:
-    p = schema.publications
-    query = (
-        select(
-            p.c.round,
-            func.count().label("publications"),
-            func.coalesce(func.sum(p.c.groups), 0).label("groups"),
-            func.coalesce(func.sum(p.c.completions), 0).label("completions"),
-            func.coalesce(func.sum(counted_claim(p)), 0).label("claimed"),
-            func.coalesce(func.sum(counted_verified(p)), 0).label("verified"),
-            func.count(p.c.verified_milli).label("attested"),
-            count_out_of_range(p).label("out_of_range"),
-        )
-        .where(p.c.round.in_(chunk))
-        .group_by(p.c.round)
-    )
-    return {row.round: row for row in conn.execute(query)}
+def write_round_rows(conn: Connection, rounds: list[int], rows: list[dict[str, Any]]) -> None:
+    """Replaces the ``rounds`` rows of ``rounds`` by ``rows``."""
+    conn.execute(schema.rounds.delete().where(schema.rounds.c.round.in_(rounds)))
+    execute_many(conn, schema.rounds.insert(), rows)
 
 
-def _round_votes(conn: Connection, chunk: list[int]) -> dict[int, Any]:
-    v = schema.votes
-    query = (
-        select(
-            v.c.round,
-            func.count().label("attestations"),
-            func.coalesce(func.sum(case((v.c.is_flag, 1), else_=0)), 0).label("flags"),
-        )
-        .where(v.c.round.in_(chunk), v.c.counted == true())
-        .group_by(v.c.round)
-    )
-    return {row.round: row for row in conn.execute(query)}
+#: Publication columns a round's totals are made of.
+ROUND_COLUMNS = (
+    "groups", "completions", "claimed_milli", "claimed_in_range", "verified_milli",
+    "verified_in_range",
+)  # fmt: skip
 
 
-def _round_settlements(conn: Connection, chunk: list[int]) -> dict[int, Any]:
-    """Per round: its settled disputes (an outcome that settles, ``OUTCOMES``) and slashes."""
-    d = schema.settlements
-    query = (
-        select(
-            d.c.round,
-            func.count().label("disputes"),
-            func.coalesce(func.sum(case((d.c.outcome == UPHELD, 1), else_=0)), 0).label("slashes"),
-        )
-        .where(d.c.round.in_(chunk), d.c.outcome.in_(list(OUTCOMES)))
-        .group_by(d.c.round)
-    )
-    return {row.round: row for row in conn.execute(query)}
-
-
-def _round_duties(conn: Connection, chunk: list[int]) -> dict[int, Any]:
-    u = schema.duties
-    query = (
-        select(
-            u.c.round,
-            func.coalesce(func.sum(u.c.seats), 0).label("seats"),
-            func.coalesce(func.sum(u.c.done), 0).label("done"),
-        )
-        .where(u.c.round.in_(chunk))
-        .group_by(u.c.round)
-    )
-    return {row.round: row for row in conn.execute(query)}
-
-
-def _round_row(
-    round_: int, published: Any, voted: Any, settled: Any, duty: Any, sealed: bool
-) -> dict:
+def round_row_of(
+    round_: int,
+    published: Sequence[Mapping[str, Any]],
+    counted: tuple[int, int],
+    outcomes: Iterable[int],
+    duties: Iterable[tuple[int, int]],
+    sealed: bool,
+) -> dict[str, Any] | None:
+    """A round's ``rounds`` row from its publication rows (``ROUND_COLUMNS``), its counted votes
+    (how many, how many of them flags), its settlements' outcomes as emitted and its duty rows
+    (seats, done); None when nothing was published, counted, settled or sealed in it."""
+    attestations, flags = counted
+    settled = [outcome for outcome in outcomes if outcome in OUTCOMES]
+    duties = list(duties)
+    if not (published or attestations or settled or sealed or duties):
+        return None
     return {
         "round": round_,
-        "publications": published.publications if published else 0,
-        "groups": int(published.groups) if published else 0,
-        "completions": int(published.completions) if published else 0,
-        "claimed_milli": int(published.claimed) if published else 0,
-        "verified_milli": int(published.verified) if published else 0,
-        "attested_batches": published.attested if published else 0,
-        "attestations": voted.attestations if voted else 0,
-        "flags": int(voted.flags) if voted else 0,
-        "disputes": settled.disputes if settled else 0,
-        "slashes": int(settled.slashes) if settled else 0,
+        "publications": len(published),
+        "groups": sum(row["groups"] for row in published),
+        "completions": sum(row["completions"] for row in published),
+        "claimed_milli": sum(r["claimed_milli"] for r in published if r["claimed_in_range"]),
+        "verified_milli": sum(r["verified_milli"] for r in published if r["verified_in_range"]),
+        "attested_batches": sum(1 for row in published if row["verified_milli"] is not None),
+        "attestations": attestations,
+        "flags": flags,
+        "disputes": len(settled),
+        "slashes": sum(1 for outcome in settled if outcome == UPHELD),
         "sealed": sealed,
-        "seats": int(duty.seats) if duty else 0,
-        "seats_done": int(duty.done) if duty else 0,
-        "out_of_range_batches": int(published.out_of_range) if published else 0,
+        "seats": sum(seats for seats, _ in duties),
+        "seats_done": sum(done for _, done in duties),
+        "out_of_range_batches": sum(
+            1
+            for row in published
+            if not row["claimed_in_range"] or row["verified_in_range"] is False
+        ),
     }

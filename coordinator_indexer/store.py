@@ -31,6 +31,7 @@ from coordinator_indexer.advance import apply_rows
 from coordinator_indexer.derive import Phase, recompute
 from coordinator_indexer.errors import ConcurrentWriter, ConfigError, DeploymentMismatch
 from coordinator_indexer.migrations import migrate
+from coordinator_indexer.recent import RecentRounds
 from coordinator_indexer.records import Records, Touched
 from coordinator_indexer.round_rules import SCHEDULED
 from node.chain.deployment import Deployment
@@ -112,13 +113,19 @@ def _recompute(conn: Connection, touched: Touched) -> None:
     _note(conn, phase)
 
 
-def _note(conn: Connection, phase: Phase) -> None:
-    """Notes the ``closed_before`` the peers' totals are now kept for, and counts the write."""
+def _note(conn: Connection, phase: Phase) -> int:
+    """Notes the ``closed_before`` the peers' totals are now kept for, and counts the write;
+    returns the new ``state_version``."""
     kept = _NONE_CLOSED if phase.now is None else phase.now
     state = schema.indexer_state
     conn.execute(
         state.update().values(totals_closed_before=kept, state_version=state.c.state_version + 1)
     )
+    return _state_version(conn)
+
+
+def _state_version(conn: Connection) -> int:
+    return conn.execute(select(schema.indexer_state.c.state_version)).scalar_one()
 
 
 def normalise_url(url: str) -> str:
@@ -170,6 +177,7 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.recent = RecentRounds()  # the rounds the last ranges touched (``recent``)
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -307,18 +315,31 @@ class Store:
         ``headers`` are the range's blocks inside the unconfirmed window (their hashes are kept);
         ``end`` is the range's last block (the new cursor); hashes below ``keep_from`` are pruned.
         """
-        with self.engine.begin() as conn:
-            self._move_cursor(conn, expected_cursor, end, head)
-            phase = _phase(conn)
-            apply_rows(conn, records, phase)
-            _note(conn, phase)
-            kept = {b.number: b for b in (*headers, end)}
-            if kept:
-                conn.execute(schema.blocks.delete().where(schema.blocks.c.number.in_(list(kept))))
-                conn.execute(schema.blocks.insert(), [_block_row(b) for b in kept.values()])
-            conn.execute(
-                schema.blocks.delete().where(schema.blocks.c.number < min(keep_from, end.number))
-            )
+        recent = self.recent
+        try:
+            with self.engine.begin() as conn:
+                self._move_cursor(conn, expected_cursor, end, head)
+                phase = _phase(conn)
+                recent.keep_for(_state_version(conn))
+                apply_rows(conn, records, phase, recent)
+                version = _note(conn, phase)
+                self._keep_blocks(conn, headers, end, keep_from)
+        except BaseException:
+            recent.clear()  # it may hold rows the database did not take
+            raise
+        recent.version = version
+
+    @staticmethod
+    def _keep_blocks(
+        conn: Connection, headers: Sequence[BlockRef], end: BlockRef, keep_from: int
+    ) -> None:
+        kept = {b.number: b for b in (*headers, end)}
+        if kept:
+            conn.execute(schema.blocks.delete().where(schema.blocks.c.number.in_(list(kept))))
+            conn.execute(schema.blocks.insert(), [_block_row(b) for b in kept.values()])
+        conn.execute(
+            schema.blocks.delete().where(schema.blocks.c.number < min(keep_from, end.number))
+        )
 
     def rollback_to(self, expected_cursor: int, ancestor: BlockRef, head: int) -> Touched:
         """Deletes every event row above ``ancestor`` and recomputes what they touched."""

@@ -121,7 +121,7 @@ def test_a_crash_inside_a_range_transaction_leaves_the_previous_range(
     def crash(*_args: object) -> None:
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(derive, "recompute_verdicts", crash)
+    monkeypatch.setattr(derive, "recompute_peers", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         indexer.step()
     assert indexer.store.dump() == before
