@@ -15,6 +15,11 @@ committee seats). ``apply_rows`` does the same work in proportion to the range:
   missed shares, and nothing else does. A peer whose registration or stake changed is rebuilt from
   its history (``derive``), as is everyone when the kept totals are stale or the rules changed.
 
+What these are made of (a touched batch's votes, a voter's votes and seal weight, duty rows before
+and after, a round's rows for its totals) is read from the touched rounds' rows kept in memory
+(``recent``), not from the database: a range reads back only the batches and duty rows of the
+rounds the cursor's round crossed.
+
 Going back (a reorg) still rebuilds what the removed rows touched (``derive.recompute``), and
 tests hold both to a fresh index of the same chain: the two ways cannot drift apart unnoticed.
 """
@@ -52,7 +57,7 @@ _SUMS = (
 
 def apply_rows(conn: Connection, records: Records, phase: Phase, recent: RecentRounds) -> None:
     """Inserts ``records``' rows and brings every derived row up to date (module docstring);
-    ``recent`` holds the touched rounds' rows as the database did before (``recent``), and after."""
+    ``recent`` holds the touched rounds' rows as the database does, before and after."""
     if records.touched.rules or phase.stale or (phase.kept is None) != (phase.now is None):
         recent.clear()
         _insert(conn, records)

@@ -41,7 +41,7 @@ class Vote(NamedTuple):
 
 
 class Seal(NamedTuple):
-    """What a round's seat ring is made of (``derive._ring``)."""
+    """What a round's seat ring is made of (``derive.seat_ring``)."""
 
     beacon: str
     total_weight_wei: str
@@ -78,6 +78,13 @@ class RoundRows:
         """Whether a vote, a settlement or evidence names the batch of ``subject``."""
         return subject in self.votes or subject in self.outcomes or subject in self.evidence
 
+    def seal_with(self, seal: Seal) -> None:
+        self.seal, self._ring = seal, None
+
+    def publish(self, row: Mapping[str, Any]) -> None:
+        self.published[row["peer"]] = {name: row[name] for name in PUBLISHED_COLUMNS}
+        self._ring = None
+
     def add_vote(self, subject: str, attester: str, vote: Vote) -> None:
         self.votes[subject][attester] = vote
         self.ballots[attester][subject] = vote.counted
@@ -88,7 +95,7 @@ class RoundRows:
         return list(self.votes.get(subject, {}).values()), outcome, self.evidence[subject]
 
     def duty(self, round_: int, peer: str) -> tuple[int, int] | None:
-        """``peer``'s duty row as ``derive._duty_row`` draws it (None: no seat, or not sealed)."""
+        """``peer``'s duty row as ``derive.duty_row`` draws it (None: no seat, or not sealed)."""
         if self.seal is None:
             return None
         if self._ring is None:
@@ -156,13 +163,11 @@ class RecentRounds:
     def add(self, rows: Mapping[Table, list[dict[str, Any]]]) -> None:
         """Adds a range's rows, as they went into the database (their rounds are loaded)."""
         for row in rows.get(schema.seals, ()):
-            self._rounds[row["round"]].seal = _seal(row)
-            self._rounds[row["round"]]._ring = None
+            self._rounds[row["round"]].seal_with(_seal(row))
         for row in rows.get(schema.seal_weights, ()):
             self._rounds[row["round"]].weights[row["peer"]] = int(row["weight_wei"])
         for row in rows.get(schema.publications, ()):
-            self._rounds[row["round"]].published[row["peer"]] = _published(row)
-            self._rounds[row["round"]]._ring = None
+            self._rounds[row["round"]].publish(row)
         for row in rows.get(schema.votes, ()):
             self._rounds[row["round"]].add_vote(row["subject"], row["attester"], _vote(row))
         for row in rows.get(schema.settlements, ()):
@@ -184,10 +189,6 @@ def _seal(row: Any) -> Seal:
     return Seal(row["beacon"], row["total_weight_wei"], row["committee_size"])
 
 
-def _published(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: row[name] for name in PUBLISHED_COLUMNS}
-
-
 def _vote(row: Mapping[str, Any]) -> Vote:
     weight = row["weight_wei"]
     counted = bool(row["counted"])
@@ -200,12 +201,12 @@ def _read_rounds(conn: Connection, chunk: list[int], kept: Mapping[int, RoundRow
     s, w, p, v = schema.seals, schema.seal_weights, schema.publications, schema.votes
     d, e, u = schema.settlements, schema.evidence, schema.duties
     for row in conn.execute(select(s).where(s.c.round.in_(chunk))).mappings():
-        kept[row["round"]].seal = _seal(row)
+        kept[row["round"]].seal_with(_seal(row))
     for row in conn.execute(select(w).where(w.c.round.in_(chunk))).mappings():
         kept[row["round"]].weights[row["peer"]] = int(row["weight_wei"])
     columns = [p.c[name] for name in PUBLISHED_COLUMNS]
     for row in conn.execute(select(*columns).where(p.c.round.in_(chunk))).mappings():
-        kept[row["round"]].published[row["peer"]] = _published(row)
+        kept[row["round"]].publish(row)
     for row in conn.execute(select(v).where(v.c.round.in_(chunk))).mappings():
         kept[row["round"]].add_vote(row["subject"], row["attester"], _vote(row))
     for row in conn.execute(
