@@ -164,6 +164,13 @@ class Indexer:
         self._read_rules_shapes()
         return state
 
+    def wait_for_readers(self) -> None:
+        """Waits until the read-ahead processes ``prepare`` started, if any, have started (their
+        imports take about half a second, once): what a measurement of the steady state waits
+        for."""
+        if self._ahead is not None:
+            self._ahead.wait_started()
+
     def _start_reader(self) -> ReadAhead:
         """The read-ahead processes, started unless they were (``take`` reports a dead one)."""
         assert self._ahead_config is not None

@@ -33,7 +33,8 @@ reader's stdin and stdout (its prints go to stderr):
                                                           this reader, registered up to block
                                                           known_through (None: none)
                       ("stop",)
-    reader -> parent  ("range", generation, start, path, logs, peers)  a FetchedRange, pickled
+    reader -> parent  ("ready", -1)                       once, when it has started
+                      ("range", generation, start, path, logs, peers)  a FetchedRange, pickled
                                                           in ``path``; peers: a file of the peers
                                                           registered in it (None: none)
                       ("retry", generation, start)        the chain moved under the read
@@ -263,7 +264,9 @@ def main() -> None:
     os.dup2(2, 1)  # a stray print must not corrupt the channel
     try:
         config = inbox.recv()
-        _Reader(inbox, outbox, config, Path(sys.argv[1])).serve()
+        reader = _Reader(inbox, outbox, config, Path(sys.argv[1]))
+        outbox.send(("ready", -1))  # no generation: the parent's receiving drops it
+        reader.serve()
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the parent is gone or stopping
 
@@ -337,6 +340,19 @@ class ReadAhead:
         self._channels, self._read, self._spool = channels, None, Path(spool)
         for channel in channels:
             self._send(channel, self.config)
+
+    def wait_started(self) -> None:
+        """Waits until every reader has started (its imports and connections done): for a
+        measurement of the steady state, before any range is handed out. ReaderGone when one
+        ended."""
+        for channel in self._channels:
+            try:
+                message = channel.from_reader.recv()
+            except (EOFError, OSError) as exc:
+                self.close()
+                raise ReaderGone(f"the read-ahead process ended ({type(exc).__name__})") from None
+            if message[0] != "ready":
+                raise ValueError(f"wait_started after ranges were handed out: got {message[0]}")
 
     def close(self) -> None:
         """Ends the readers (asked to stop, then killed if they do not) and removes the spool."""

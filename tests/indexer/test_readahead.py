@@ -93,6 +93,24 @@ def test_reading_ahead_writes_what_reading_in_line_writes(
     assert readers() == []
 
 
+def test_waiting_for_the_readers_to_start_then_reading_ahead(
+    chain, client_for, dev_accounts, make_indexer
+) -> None:
+    """``wait_for_readers`` (what a benchmark of the steady state calls after ``prepare``)
+    returns once every reader has started, and the readers' first message does not disturb the
+    ranges that follow; without readers it returns at once."""
+    play(chain, client_for, dev_accounts[1:])
+    indexer = make_indexer(**AHEAD)
+    indexer.wait_for_readers()
+    assert len(readers()) == indexer._ahead.config.readers
+    kinds, seen = synced_with_reader(indexer)
+    assert seen and set(kinds) == {"applied"}
+    assert_as_in_line(indexer, make_indexer)
+    in_line = make_indexer(read_ahead=0)
+    in_line.wait_for_readers()
+    assert in_line.sync().caught_up
+
+
 def test_a_reorg_under_the_read_ahead_is_repaired(
     chain, client_for, dev_accounts, make_indexer
 ) -> None:
