@@ -17,7 +17,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from eth_abi import decode, encode
+from eth_abi import decode
 
 from node.chain.abi import REPO_ROOT, artifact_bytecode, load_artifact
 
@@ -36,9 +36,22 @@ def creation_code() -> bytes:
 
 
 def call_data(coordinator: str, round_: int, peers: list[str]) -> str:
-    """The ``data`` of the ``eth_call`` that reads ``weightAt(peer, round_)`` of ``peers``."""
-    arguments = encode(["address", "uint64", "address[]"], [coordinator, round_, peers])
-    return "0x" + (creation_code() + arguments).hex()
+    """The ``data`` of the ``eth_call`` that reads ``weightAt(peer, round_)`` of ``peers``: the
+    constructor's ``(address, uint64, address[])`` encoded word by word (eth_abi's encoder cost
+    a third of a seal's reads); ValueError for an address that is not 20 bytes of hex, or a
+    round outside uint64."""
+    if not 0 <= round_ < 2**64:
+        raise ValueError(f"round {round_} is not a uint64")
+    head = _address_word(coordinator) + round_.to_bytes(32, "big") + (3 * 32).to_bytes(32, "big")
+    tail = len(peers).to_bytes(32, "big") + b"".join(map(_address_word, peers))
+    return "0x" + (creation_code() + head + tail).hex()
+
+
+def _address_word(address: str) -> bytes:
+    raw = bytes.fromhex(address.removeprefix("0x"))
+    if len(raw) != 20:
+        raise ValueError(f"not an address: {address!r}")
+    return bytes(12) + raw
 
 
 def decode_weights(result: str, count: int) -> list[int]:

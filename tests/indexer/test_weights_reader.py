@@ -1,6 +1,7 @@
 """The seal's weight reads in one call (coordinator_indexer.weights_reader): the committed creation
-code is the forge build's, and on the deployed coordinator its answers are ``weightAt``'s, peer
-for peer; a chain that refuses the call is read peer by peer with the same result."""
+code is the forge build's, its call data eth_abi's encoding, and on the deployed coordinator its
+answers are ``weightAt``'s, peer for peer; a chain that refuses the call is read peer by peer with
+the same result."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import random
 from pathlib import Path
 
 import pytest
+from eth_abi import encode
 from eth_account import Account
+from eth_utils import to_checksum_address
 
 from coordinator_indexer import weights_reader
 from coordinator_indexer.chainview import ChainView
@@ -63,7 +66,9 @@ def test_a_chain_that_refuses_the_call_is_read_peer_by_peer(
     owner, round_, registered = _sealed_swarm(chain, client_for, dev_accounts, 12)
     rng = random.Random(8)
     addresses = registered + [Account.from_key(rng.randbytes(32)).address for _ in range(1_587)]
-    expected = {a: owner.weight_at(a, round_) for a in registered} | dict.fromkeys(addresses[13:], 0)
+    expected = {a: owner.weight_at(a, round_) for a in registered} | dict.fromkeys(
+        addresses[13:], 0
+    )
     view = ChainView(w3, owner.contract.address)
     number, to = w3.eth.block_number, owner.contract.address
     assert view._weights_in_one_call(to, round_, addresses, number) is None
@@ -71,3 +76,17 @@ def test_a_chain_that_refuses_the_call_is_read_peer_by_peer(
     seal_block = w3.eth.get_block(number)["hash"]
     reads = view.seal_reads(round_, addresses, "0x" + bytes(seal_block).hex())
     assert reads.weights == expected
+
+
+def test_the_call_data_is_what_eth_abi_encodes() -> None:
+    rng = random.Random(7)
+    peers = [to_checksum_address(rng.randbytes(20)) for _ in range(500)]
+    coordinator = to_checksum_address(rng.randbytes(20))
+    for round_, chosen in ((0, []), (3, peers[:1]), (2**64 - 1, peers)):
+        arguments = encode(["address", "uint64", "address[]"], [coordinator, round_, chosen])
+        expected = "0x" + (weights_reader.creation_code() + arguments).hex()
+        assert weights_reader.call_data(coordinator, round_, chosen) == expected
+    refused = ((2**64, peers[:1]), (-1, peers[:1]), (3, ["0x1234"]), (3, ["0x" + "zz" * 20]))
+    for round_, chosen in refused:
+        with pytest.raises(ValueError):
+            weights_reader.call_data(coordinator, round_, chosen)
