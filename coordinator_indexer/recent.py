@@ -25,10 +25,10 @@ from sqlalchemy import Connection, Table, select
 
 from coordinator_indexer import derive, schema
 
-#: Rows kept in all (publications, votes, seal weights): at 10,000 peers and k = 3 a round is about
-#: 50,000, so the last rounds of a judging window fit; a round of the current range is never
-#: evicted, whatever its size.
-ROWS_KEPT = 1_000_000
+#: Rows kept in all (publications, votes, seal weights; 250-400 bytes of memory each, so about
+#: 120 MB at most): at 10,000 peers and k = 3 a round is about 50,000, so the rounds of a judging
+#: window fit. A round of the current range is never evicted, whatever its size.
+ROWS_KEPT = 300_000
 
 
 class Vote(NamedTuple):
