@@ -17,7 +17,7 @@ not kept (never seen, or evicted: the budget below) is read from the database wh
 from __future__ import annotations
 
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -147,20 +147,19 @@ class RecentRounds:
     def __getitem__(self, round_: int) -> RoundRows:
         return self._rounds[round_]
 
-    def __contains__(self, round_: int) -> bool:
-        return round_ in self._rounds
-
     def load(self, conn: Connection, rounds: Iterable[int]) -> None:
         """Reads the rounds not kept from the database and marks all of them as used last."""
         wanted = set(rounds)
         for chunk in derive.chunks(wanted - set(self._rounds)):
             for round_ in chunk:
                 self._rounds[round_] = RoundRows()
-            _read_rounds(conn, chunk, self._rounds)
+            self.add(_read_rows(conn, chunk))
+            for row in conn.execute(select(schema.duties).where(schema.duties.c.round.in_(chunk))):
+                self._rounds[row.round].duties[row.peer] = (row.seats, row.done)
         for round_ in sorted(wanted):
             self._rounds.move_to_end(round_)
 
-    def add(self, rows: Mapping[Table, list[dict[str, Any]]]) -> None:
+    def add(self, rows: Mapping[Table, Sequence[Mapping[str, Any]]]) -> None:
         """Adds a range's rows, as they went into the database (their rounds are loaded)."""
         for row in rows.get(schema.seals, ()):
             self._rounds[row["round"]].seal_with(_seal(row))
@@ -190,30 +189,18 @@ def _seal(row: Any) -> Seal:
 
 
 def _vote(row: Mapping[str, Any]) -> Vote:
-    weight = row["weight_wei"]
-    counted = bool(row["counted"])
-    weight = None if weight is None else int(weight)
-    return Vote(row["verified_milli"], weight, bool(row["is_flag"]), counted)
+    weight = None if row["weight_wei"] is None else int(row["weight_wei"])
+    return Vote(row["verified_milli"], weight, bool(row["is_flag"]), bool(row["counted"]))
 
 
-def _read_rounds(conn: Connection, chunk: list[int], kept: Mapping[int, RoundRows]) -> None:
-    """Fills ``kept``'s rounds of ``chunk`` from the database."""
-    s, w, p, v = schema.seals, schema.seal_weights, schema.publications, schema.votes
-    d, e, u = schema.settlements, schema.evidence, schema.duties
-    for row in conn.execute(select(s).where(s.c.round.in_(chunk))).mappings():
-        kept[row["round"]].seal_with(_seal(row))
-    for row in conn.execute(select(w).where(w.c.round.in_(chunk))).mappings():
-        kept[row["round"]].weights[row["peer"]] = int(row["weight_wei"])
+def _read_rows(conn: Connection, chunk: list[int]) -> dict[Table, Sequence[Mapping[str, Any]]]:
+    """The event rows ``RecentRounds.add`` takes, of the rounds of ``chunk``, from the database."""
+    p = schema.publications
+    tables = (schema.seals, schema.seal_weights, schema.votes, schema.settlements, schema.evidence)
+    rows = {
+        table: list(conn.execute(select(table).where(table.c.round.in_(chunk))).mappings())
+        for table in tables
+    }
     columns = [p.c[name] for name in PUBLISHED_COLUMNS]
-    for row in conn.execute(select(*columns).where(p.c.round.in_(chunk))).mappings():
-        kept[row["round"]].publish(row)
-    for row in conn.execute(select(v).where(v.c.round.in_(chunk))).mappings():
-        kept[row["round"]].add_vote(row["subject"], row["attester"], _vote(row))
-    for row in conn.execute(
-        select(d.c.round, d.c.subject, d.c.outcome).where(d.c.round.in_(chunk))
-    ):
-        kept[row.round].outcomes[row.subject] = row.outcome
-    for row in conn.execute(select(e.c.round, e.c.subject).where(e.c.round.in_(chunk))):
-        kept[row.round].evidence[row.subject] += 1
-    for row in conn.execute(select(u).where(u.c.round.in_(chunk))):
-        kept[row.round].duties[row.peer] = (row.seats, row.done)
+    rows[p] = list(conn.execute(select(*columns).where(p.c.round.in_(chunk))).mappings())
+    return rows
