@@ -21,6 +21,7 @@ from coordinator_indexer.records import SealReads
 from coordinator_indexer.store import BlockRef
 from node.chain.abi import load_abi
 from node.chain.errors import RpcUnavailable
+from node.chain.events import hex_digits
 from node.chain.rpc import DEFAULT_RETRY, RetryPolicy, call_with_retry, endpoint_of
 
 #: Per-peer views per JSON-RPC batch request, where the chain refuses ``WeightsReader``'s call.
@@ -33,12 +34,6 @@ _WEIGHT_AT = function_signature_to_4byte_selector("weightAt(address,uint64)")
 
 def _hex(value: Any) -> str:
     return "0x" + bytes(value).hex()
-
-
-def _unprefixed(value: Any) -> str:
-    if not isinstance(value, str) or not value.startswith("0x"):
-        raise ValueError(f"not 0x-prefixed hex: {repr(value)[:24]}")
-    return value[2:]
 
 
 def _weight_at_calldata(peer: str, round_: int) -> str:
@@ -199,8 +194,8 @@ class ChainView:
         try:
             return BlockRef(
                 number=int(header["number"], 16),
-                hash=_hex(bytes.fromhex(_unprefixed(header["hash"]))),
-                parent_hash=_hex(bytes.fromhex(_unprefixed(header["parentHash"]))),
+                hash=_hex(bytes.fromhex(hex_digits(header["hash"]))),
+                parent_hash=_hex(bytes.fromhex(hex_digits(header["parentHash"]))),
                 timestamp=int(header["timestamp"], 16),
             )
         except (KeyError, TypeError, ValueError) as exc:

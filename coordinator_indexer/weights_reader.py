@@ -20,6 +20,7 @@ from pathlib import Path
 from eth_abi import decode
 
 from node.chain.abi import REPO_ROOT, artifact_bytecode, load_artifact
+from node.chain.committee import address_word
 
 COMMITTED_PATH = Path(__file__).resolve().with_name("weights_reader.json")
 ARTIFACT_PATH = REPO_ROOT / "contracts" / "out" / "WeightsReader.sol" / "WeightsReader.json"
@@ -42,16 +43,9 @@ def call_data(coordinator: str, round_: int, peers: list[str]) -> str:
     round outside uint64."""
     if not 0 <= round_ < 2**64:
         raise ValueError(f"round {round_} is not a uint64")
-    head = _address_word(coordinator) + round_.to_bytes(32, "big") + (3 * 32).to_bytes(32, "big")
-    tail = len(peers).to_bytes(32, "big") + b"".join(map(_address_word, peers))
+    head = address_word(coordinator) + round_.to_bytes(32, "big") + (3 * 32).to_bytes(32, "big")
+    tail = len(peers).to_bytes(32, "big") + b"".join(map(address_word, peers))
     return "0x" + (creation_code() + head + tail).hex()
-
-
-def _address_word(address: str) -> bytes:
-    raw = bytes.fromhex(address.removeprefix("0x"))
-    if len(raw) != 20:
-        raise ValueError(f"not an address: {address!r}")
-    return bytes(12) + raw
 
 
 def decode_weights(result: str, count: int) -> list[int]:

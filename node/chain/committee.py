@@ -37,7 +37,7 @@ ITEMS_TYPE = "(address,uint32,uint32,int64)[]"
 _UINT256_MAX = 2**256 - 1
 
 
-def _address_word(address: str) -> bytes:
+def address_word(address: str) -> bytes:
     """An address as its ABI word (12 zero bytes, then the 20 address bytes)."""
     raw = bytes.fromhex(address[2:] if address[:2] in ("0x", "0X") else address)
     if len(raw) != 20:
@@ -58,12 +58,12 @@ _RING = 2**256
 
 def subject_point(beacon: bytes, subject: str) -> int:
     """``uint256(keccak256(abi.encode(bytes20 beacon, subject)))``: the subject on the ring."""
-    return int.from_bytes(keccak(_beacon_word(beacon) + _address_word(subject)), "big")
+    return int.from_bytes(keccak(_beacon_word(beacon) + address_word(subject)), "big")
 
 
 def attester_point(beacon: bytes, attester: str) -> int:
     """``uint256(keccak256(abi.encode(attester, bytes20 beacon)))``: where its arc starts."""
-    return int.from_bytes(keccak(_address_word(attester) + _beacon_word(beacon)), "big")
+    return int.from_bytes(keccak(address_word(attester) + _beacon_word(beacon)), "big")
 
 
 def seat_draw(beacon: bytes, subject: str, attester: str) -> int:
@@ -93,7 +93,7 @@ def vote_weight(
     """
     if committee_size < 1:
         raise ValueError(f"committee size must be at least 1, got {committee_size}")
-    if _address_word(subject) == _address_word(attester) or weight <= 0 or total_weight <= 0:
+    if address_word(subject) == address_word(attester) or weight <= 0 or total_weight <= 0:
         return 0
     threshold = _threshold(total_weight, committee_size, weight)
     if threshold is None:
@@ -123,7 +123,7 @@ class RoundSeats:
         its point, itself left out; in ``order`` when given, else by point."""
         if weight <= 0 or self.total_weight <= 0:
             return []
-        own = _address_word(attester)
+        own = address_word(attester)
         threshold = _threshold(self.total_weight, self.committee_size, weight)
         if threshold is None:
             arc = self._ring
@@ -132,7 +132,7 @@ class RoundSeats:
             if start is None:
                 start = self._starts[attester] = attester_point(self.beacon, attester)
             arc = self._arc(start, threshold)
-        seated = {subject for _, subject in arc if _address_word(subject) != own}
+        seated = {subject for _, subject in arc if address_word(subject) != own}
         if order is None:
             return [subject for _, subject in arc if subject in seated]
         return [subject for subject in order if subject in seated]

@@ -538,17 +538,18 @@ def raw_log(entry: dict[str, Any]) -> dict[str, Any]:
     """A JSON-RPC log object as ``decode_log`` reads it: topics, data and hashes as bytes,
     numbers as ints. Raises KeyError, TypeError or ValueError on a malformed one."""
     return {
-        "topics": [bytes.fromhex(_hex(topic)) for topic in entry["topics"]],
-        "data": bytes.fromhex(_hex(entry["data"])),
+        "topics": [bytes.fromhex(hex_digits(topic)) for topic in entry["topics"]],
+        "data": bytes.fromhex(hex_digits(entry["data"])),
         "blockNumber": int(entry["blockNumber"], 16),
-        "blockHash": bytes.fromhex(_hex(entry["blockHash"])),
-        "transactionHash": bytes.fromhex(_hex(entry["transactionHash"])),
+        "blockHash": bytes.fromhex(hex_digits(entry["blockHash"])),
+        "transactionHash": bytes.fromhex(hex_digits(entry["transactionHash"])),
         "logIndex": int(entry["logIndex"], 16),
         "removed": entry.get("removed") is True,
     }
 
 
-def _hex(value: Any) -> str:
+def hex_digits(value: Any) -> str:
+    """The digits of a 0x-prefixed hex string; ValueError for anything else."""
     if not isinstance(value, str) or not value.startswith("0x"):
         raise ValueError(f"not 0x-prefixed hex: {repr(value)[:24]}")
     return value[2:]
