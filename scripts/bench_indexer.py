@@ -378,7 +378,7 @@ def measure_ingestion(
         "blocks": head - deployment.deployment_block + 1,
         "baseline_s": baseline_s,
     }
-    for number, (mode, (read_ahead, long_chain, started)) in enumerate(MODES.items()):
+    for number, (mode, (read_ahead, long_chain, from_readers)) in enumerate(MODES.items()):
         db_url = f"sqlite:///{work / f'bench-{attempt}-{number}.db'}"
         settings = IngestSettings(
             confirmations=12,
@@ -388,7 +388,7 @@ def measure_ingestion(
         store = Store.open(db_url)
         with Indexer(w3, deployment, store, settings) as indexer:
             indexer.prepare()
-            if started:
+            if from_readers:
                 indexer.wait_for_readers()
             with time_phases(indexer) as phases:
                 profiler = cProfile.Profile() if profile else None
