@@ -5,7 +5,8 @@ Fixtures (loaded for every test by tests/conftest.py):
 
 - ``anvil``          session: an Anvil on a free port (the native binary in node_modules); its
                      log is kept in .artifacts/anvil-<worker>.log, its tail shown on failures;
-                     extra Anvil options may come from $SWARM_TEST_ANVIL_ARGS
+                     extra Anvil options may come from $SWARM_TEST_ANVIL_ARGS; it keeps every
+                     block's state in memory (``KEEP_EVERY_STATE``)
 - ``w3``             session: a Web3 on it
 - ``dev_accounts``   Anvil's ten dev accounts (10,000 ETH each); [0] deploys, owns the contract
 - ``deployment``     session: coordinator deployed with ``TEST_CONFIG`` by ``deploy_coordinator``
@@ -78,11 +79,21 @@ def start_anvil(log_path: Path, *, extra_args: tuple[str, ...] = ()) -> AnvilNod
 
 _RUNNING: list[AnvilNode] = []  # the session's Anvil, for the failure report hook
 
+#: Anvil's default history keeps ~10 states in memory and 3,600 on disk, evicting the oldest, and a
+#: revert leaves the reverted blocks' states in that queue. Tests replay the same transactions from
+#: the same snapshot, so blocks recur with the same hash: evicting an old copy deleted the state a
+#: later test was reading ("BlockOutOfRangeError: block height is 51 but requested was 20", once in
+#: a whole run). Memory only, with room for every block of a run, nothing is evicted (a run's
+#: indexer tests: ~115 MB of Anvil memory, against ~37 MB and ~210 MB of state files before).
+KEEP_EVERY_STATE = ("--prune-history", "1000000")
+
 
 @pytest.fixture(scope="session")
 def anvil() -> Iterator[AnvilNode]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     extra = tuple(os.environ.get("SWARM_TEST_ANVIL_ARGS", "").split())
+    if "--prune-history" not in extra and "--max-persisted-states" not in extra:
+        extra = KEEP_EVERY_STATE + extra
     node = start_anvil(ARTIFACTS_DIR / f"anvil-{worker}.log", extra_args=extra)
     _RUNNING.append(node)
     yield node

@@ -7,6 +7,7 @@
     │   └── ReceiptTimeout          sent, but no receipt in time (the transaction may still land)
     └── PermanentChainError         retrying the same thing fails the same way
         ├── RpcError                the node refused the request (bad parameters, no such method)
+        │   └── StateUnavailable    it no longer keeps the state of the block asked for (pruned)
         ├── InsufficientFunds       the account cannot pay value + gas
         ├── ArtifactMissing         the forge build output is missing or unreadable
         ├── DeploymentFileError     the deployment record is missing, malformed or for another ABI
@@ -59,6 +60,11 @@ class PermanentChainError(ChainError):
 
 class RpcError(PermanentChainError):
     """The RPC node rejected the request."""
+
+
+class StateUnavailable(RpcError):
+    """The RPC node no longer keeps the state of the block a read named (a node that prunes old
+    state; only an archive node keeps every block's)."""
 
 
 class InsufficientFunds(PermanentChainError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from node.chain.errors import (
     NonceConflict,
     RpcError,
     RpcUnavailable,
+    StateUnavailable,
 )
 from node.chain.revert_decoding import decode_revert
 from node.urls import rpc_url_problem
@@ -50,6 +52,16 @@ _NONCE_MESSAGES = (
     "known transaction",
 )
 _RATE_LIMIT_MESSAGES = ("rate limit", "too many requests", "exceeded the rate", "capacity exceeded")
+#: How clients say they pruned the state asked for: geth and Nethermind, geth's path scheme,
+#: Erigon, OpenEthereum.
+_PRUNED_STATE_MESSAGES = (
+    "missing trie node",
+    "historical state",
+    "due to pruning",
+    "state pruning",
+)
+#: Anvil's answer for a block whose state it dropped: a block *below* its height.
+_ANVIL_OUT_OF_RANGE = re.compile(r"block height is (\d+) but requested was (\d+)")
 
 
 @dataclass(frozen=True)
@@ -215,7 +227,20 @@ def _classify_rpc(exc: Web3RPCError, *, what: str, endpoint: str) -> ChainError:
         return RpcUnavailable(
             f"{what}: the RPC at {endpoint} is rate limiting ({message}); retry later"
         )
+    if _names_pruned_state(lowered):
+        return StateUnavailable(
+            f"{what}: the RPC at {endpoint} no longer keeps that block's state ({message}); "
+            "use an RPC of an archive node (one that keeps every block's state)"
+        )
     return RpcError(f"{what}: the RPC at {endpoint} refused the request: {message}")
+
+
+def _names_pruned_state(lowered: str) -> bool:
+    """Whether an RPC error message (lower case) says the block's state was pruned."""
+    if any(m in lowered for m in _PRUNED_STATE_MESSAGES):
+        return True
+    out_of_range = _ANVIL_OUT_OF_RANGE.search(lowered)
+    return out_of_range is not None and int(out_of_range[2]) < int(out_of_range[1])
 
 
 #: What a connection library's message means, by a telling part of it (checked in order).

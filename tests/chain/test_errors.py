@@ -21,6 +21,7 @@ from node.chain.errors import (
     RetryableChainError,
     RpcError,
     RpcUnavailable,
+    StateUnavailable,
 )
 from node.chain.revert_decoding import decode_revert, error_selectors
 from node.chain.reverts import (
@@ -190,6 +191,15 @@ def _rpc_error(message: str) -> Web3RPCError:
         (_rpc_error("insufficient funds for gas * price + value"), InsufficientFunds),
         (_rpc_error("daily request rate limit exceeded"), RpcUnavailable),
         (_rpc_error("method not found"), RpcError),
+        (_rpc_error("missing trie node 8fa1 (path ) <nil>"), StateUnavailable),
+        (_rpc_error("historical state 0x5e2c is not available"), StateUnavailable),
+        (_rpc_error("old data not available due to pruning"), StateUnavailable),
+        (
+            _rpc_error("BlockOutOfRangeError: block height is 51 but requested was 20"),
+            StateUnavailable,
+        ),
+        # a block above the node's height is not pruned state: the node is behind
+        (_rpc_error("BlockOutOfRangeError: block height is 51 but requested was 60"), RpcError),
     ],
 )
 def test_rpc_errors_are_sorted_into_the_family(exc: Exception, expected: type) -> None:

@@ -1,6 +1,7 @@
 """Block headers read by a raw JSON-RPC request (coordinator_indexer.chainview): the same header
 web3's get_block gives, None past the head, and a malformed answer retried like an unreachable
-RPC, then one RpcUnavailable."""
+RPC, then one RpcUnavailable. A seal read at a block whose state the RPC pruned ends in one error
+that says to use an archive node."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from web3 import Web3
 
 from coordinator_indexer.chainview import ChainView
 from coordinator_indexer.store import BlockRef
-from node.chain.errors import RpcUnavailable
+from node.chain.errors import RpcUnavailable, StateUnavailable
 from node.chain.rpc import RetryPolicy
 from tests.chain.test_events import AnsweringProvider
+from tests.chain_fixtures import start_anvil
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +65,18 @@ def test_a_malformed_header_is_retried_then_one_rpc_error(answer: object) -> Non
     with pytest.raises(RpcUnavailable, match=r"header of block 0x5 with .*gave up after 3"):
         view.block(5)
     assert provider.requests == 3
+
+
+def test_a_seal_read_at_a_pruned_block_says_to_use_an_archive_node(tmp_path, dev_accounts) -> None:
+    anvil = start_anvil(tmp_path / "anvil.log", extra_args=("--prune-history", "2"))
+    try:
+        w3 = Web3(Web3.HTTPProvider(anvil.url))
+        for _ in range(6):
+            w3.provider.make_request("evm_mine", [])
+        old = "0x" + bytes(w3.eth.get_block(1)["hash"]).hex()
+        view = ChainView(w3, dev_accounts[1].address, retry=RetryPolicy(attempts=2))
+        with pytest.raises(StateUnavailable, match="archive node") as raised:
+            view.seal_reads(1, [dev_accounts[2].address], old)
+        assert "rulesAt(1)" in str(raised.value)
+    finally:
+        anvil.stop()
