@@ -79,12 +79,12 @@ def start_anvil(log_path: Path, *, extra_args: tuple[str, ...] = ()) -> AnvilNod
 
 _RUNNING: list[AnvilNode] = []  # the session's Anvil, for the failure report hook
 
-#: Anvil's default history keeps ~10 states in memory and 3,600 on disk, evicting the oldest, and a
-#: revert leaves the reverted blocks' states in that queue. Tests replay the same transactions from
+#: Anvil's default history keeps a few states in memory and the rest on disk, evicting the oldest,
+#: and a revert leaves the reverted blocks' states queued. Tests replay the same transactions from
 #: the same snapshot, so blocks recur with the same hash: evicting an old copy deleted the state a
-#: later test was reading ("BlockOutOfRangeError: block height is 51 but requested was 20", once in
-#: a whole run). Memory only, with room for every block of a run, nothing is evicted (a run's
-#: indexer tests: ~115 MB of Anvil memory, against ~37 MB and ~210 MB of state files before).
+#: later test was reading ("BlockOutOfRangeError: block height is 51 but requested was 20").
+#: Memory only, with room for every block of a run, nothing is evicted (docs/LOG.md, sixth
+#: sitting of 2026-12-07, has the memory it takes).
 KEEP_EVERY_STATE = ("--prune-history", "1000000")
 
 
