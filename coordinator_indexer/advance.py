@@ -26,7 +26,7 @@ tests hold both to a fresh index of the same chain: the two ways cannot drift ap
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +53,17 @@ _SUMS = (
     "duty_missed",
     "attestations_given",
 )
+#: What a range moves each peer's totals by: peer -> sum -> delta (a plain ``defaultdict(int)``
+#: per peer: a ``Counter``'s Python-level constructor and ``__missing__`` cost more, 10,000 a range).
+Shares = defaultdict[str, defaultdict[str, int]]
+
+
+def _new_shares() -> Shares:
+    return defaultdict(lambda: defaultdict(int))
+
+
+#: Each sum's parameter name in the statement that moves it.
+_DELTAS = tuple((f"d_{name}", name) for name in _SUMS)
 
 
 def apply_rows(conn: Connection, records: Records, phase: Phase, recent: RecentRounds) -> None:
@@ -66,7 +77,7 @@ def apply_rows(conn: Connection, records: Records, phase: Phase, recent: RecentR
     rows = records.rows
     rules = read_rules_history(conn)
     recent.load(conn, records.touched.rounds)
-    shares: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    shares = _new_shares()
     _add_phase_move(conn, phase, shares)
     seat_rounds = {row["round"] for row in rows[schema.seals]} | {
         row["round"] for row in rows[schema.publications]
@@ -237,15 +248,14 @@ def _duty_share(round_: int, duty: tuple[int, int], closed_before: int | None) -
     return {"duty_seats": seats, "duty_done": done, "duty_missed": seats - done if closed else 0}
 
 
-def _add(
-    shares: defaultdict[str, Counter[str]], peer: str, share: dict[str, int], sign: int
-) -> None:
+def _add(shares: Shares, peer: str, share: dict[str, int], sign: int) -> None:
     counter = shares[peer]
     for name, value in share.items():
-        counter[name] += sign * value
+        if value:
+            counter[name] += sign * value
 
 
-def _add_phase_move(conn: Connection, phase: Phase, shares: defaultdict[str, Counter[str]]) -> None:
+def _add_phase_move(conn: Connection, phase: Phase, shares: Shares) -> None:
     """The pending and missed shares that change as ``closed_before`` moves from ``phase.kept``
     to ``phase.now``: those of the batches and duty rows in the rounds between (before the range's
     rows go in, so that the range's own rows are counted at ``now`` once)."""
@@ -267,7 +277,7 @@ def _add_phase_move(conn: Connection, phase: Phase, shares: defaultdict[str, Cou
 
 
 def _move_peers(
-    conn: Connection, shares: dict[str, Counter[str]], published: set[tuple[int, str]]
+    conn: Connection, shares: Mapping[str, Mapping[str, int]], published: set[tuple[int, str]]
 ) -> bool:
     """Adds ``shares`` to the peers' rows (a peer without a row, never registered, has none to
     move), raising ``last_round`` to the newest round it ``published`` in; True when a verified
@@ -276,9 +286,9 @@ def _move_peers(
     moving = sorted(peer for peer, share in shares.items() if any(share.values()))
     if moving:
         add = p.update().where(p.c.address == bindparam("k_address"))
-        add = add.values({name: p.c[name] + bindparam(f"d_{name}") for name in _SUMS})
+        add = add.values({name: p.c[name] + bindparam(key) for key, name in _DELTAS})
         params = [
-            {"k_address": peer, **{f"d_{name}": shares[peer][name] for name in _SUMS}}
+            {"k_address": peer, **{key: shares[peer].get(name, 0) for key, name in _DELTAS}}
             for peer in moving
         ]
         execute_many(conn, add, params)
@@ -294,4 +304,6 @@ def _move_peers(
             raise_last.values(last_round=last),
             [{"k_address": peer, "k_round": round_} for peer, round_ in sorted(newest.items())],
         )
-    return any(shares[peer]["verified_milli"] or shares[peer]["claimed_milli"] for peer in moving)
+    return any(
+        shares[peer].get("verified_milli") or shares[peer].get("claimed_milli") for peer in moving
+    )

@@ -393,22 +393,27 @@ def _verdict(
 ) -> dict[str, Any]:
     """A batch's derived verdict and range columns from its votes, its outcome (None:
     unsettled), its claim (None: not published) and its batch maximum."""
-    counted = [vote for vote in votes if vote.counted]
-    flags = [vote for vote in counted if vote.is_flag]
-    agree_weight = sum(int(vote.weight_wei) for vote in counted if not vote.is_flag)
-    flag_weight = sum(int(vote.weight_wei) for vote in flags)
-    median = weighted_median_milli(
-        [(vote.verified_milli, int(vote.weight_wei)) for vote in counted]
-    )
-    agreements = len(counted) - len(flags)
-    verified = 0 if outcome in _NO_REWARD else median
+    counted: list[tuple[int, int]] = []  # (verified_milli, weight) of each counted vote
+    flags = agree_weight = flag_weight = 0
+    for vote in votes:  # one pass: a batch is recomputed each time a vote on it arrives
+        if not vote.counted:
+            continue
+        weight = int(vote.weight_wei)
+        counted.append((vote.verified_milli, weight))
+        if vote.is_flag:
+            flags += 1
+            flag_weight += weight
+        else:
+            agree_weight += weight
+    agreements = len(counted) - flags
+    verified = 0 if outcome in _NO_REWARD else weighted_median_milli(counted)
     ranges = _reward_range(maximum, claimed, verified)
     in_range = ranges["verified_in_range"]
     return {
         **ranges,
         "attestations": len(counted),
         "agreements": agreements,
-        "flags": len(flags),
+        "flags": flags,
         "verified_milli": verified,
         "settled": outcome is not None,
         "slashed": outcome == "upheld",

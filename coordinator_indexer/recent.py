@@ -92,7 +92,7 @@ class RoundRows:
     def verdict_inputs(self, subject: str) -> tuple[list[Vote], str | None, int]:
         """The batch's votes, its outcome (``derive.settlement_outcome``) and evidence count."""
         outcome = derive.settlement_outcome(self.outcomes.get(subject))
-        return list(self.votes.get(subject, {}).values()), outcome, self.evidence[subject]
+        return list(self.votes.get(subject, {}).values()), outcome, self.evidence.get(subject, 0)
 
     def duty(self, round_: int, peer: str) -> tuple[int, int] | None:
         """``peer``'s duty row as ``derive.duty_row`` draws it (None: no seat, or not sealed)."""
